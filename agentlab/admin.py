@@ -1,0 +1,136 @@
+"""Admin: where users configure model profiles, tools and agents."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+
+from agentlab.models import Agent, AgentRoleProfile, ModelProfile, OutboxEmail, Tool
+
+admin.site.site_header = "Agent Lab"
+admin.site.site_title = "Agent Lab admin"
+admin.site.index_title = "Configuration"
+
+
+@admin.register(ModelProfile)
+class ModelProfileAdmin(admin.ModelAdmin):
+    list_display = ["name", "endpoint", "model", "api_key_env", "timeout_s", "retries", "fallback"]
+    search_fields = ["name", "model", "base_url"]
+    autocomplete_fields = ["fallback"]
+    actions = ["ping"]
+    fieldsets = [
+        (None, {"fields": ["name", "base_url", "model", "api_key_env"]}),
+        ("Sampling", {"fields": ["temperature", "max_tokens"]}),
+        ("Reliability", {"fields": ["timeout_s", "retries", "fallback"]}),
+        ("Pricing", {"fields": ["price_in_per_m", "price_out_per_m"]}),
+    ]
+
+    @admin.display(description="endpoint")
+    def endpoint(self, obj: ModelProfile) -> str:
+        return obj.base_url or "embedded (local SmolLM2)"
+
+    @admin.action(description="Send a test message to the selected profiles")
+    def ping(self, request: HttpRequest, queryset: QuerySet[ModelProfile]) -> None:
+        from asgiref.sync import async_to_sync
+
+        from agentlab.llm.errors import LLMError
+        from agentlab.profiles import chat_model
+
+        for profile in queryset:
+            model = chat_model(profile)
+            try:
+                result = async_to_sync(model.chat)(
+                    [{"role": "user", "content": "Say hello in three words."}], max_tokens=16
+                )
+            except LLMError as exc:
+                self.message_user(request, f"{profile.name}: {exc}", messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                f"{profile.name}: answered by {result.profile} ({result.model}) in "
+                f"{result.latency_ms:.0f} ms: {result.text[:80]!r}",
+                messages.SUCCESS,
+            )
+
+
+@admin.register(OutboxEmail)
+class OutboxEmailAdmin(admin.ModelAdmin):
+    list_display = ["sent_at", "subject", "to", "from_email"]
+    search_fields = ["subject", "to", "body"]
+    readonly_fields = ["sent_at", "from_email", "to", "subject", "body"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(Tool)
+class ToolAdmin(admin.ModelAdmin):
+    list_display = ["name", "category", "enabled", "needs_approval", "side_effects", "timeout_s",
+                    "max_observation_chars"]
+    list_filter = ["category", "enabled", "needs_approval"]
+    list_editable = ["enabled", "needs_approval"]
+    search_fields = ["name", "description"]
+    filter_horizontal = ["allowed_groups"]
+    readonly_fields = ["category", "side_effects", "implementation"]
+
+    @admin.display(description="implementation (what the LLM sees)")
+    def implementation(self, obj: Tool) -> str:
+        from agentlab.tools.registry import get_tool
+
+        spec = get_tool(obj.name)
+        if spec is None:
+            return format_html('<span class="errornote">No registered implementation '
+                               "(system check agentlab.E002).</span>")
+        return format_html("<p>{}</p><pre>{}</pre>", spec.description,
+                           json.dumps(spec.parameters, indent=2))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # rows come from the registry (synced on migrate)
+
+
+class RoleProfileInline(admin.TabularInline):
+    model = AgentRoleProfile
+    extra = 0
+    verbose_name = "model profile for a role"
+    verbose_name_plural = "model profiles per role (planner, executor, evaluator, judge, …)"
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ["name", "paradigm", "model_profile", "tool_count", "max_llm_calls",
+                    "total_timeout_s"]
+    list_filter = ["paradigm", "model_profile"]
+    search_fields = ["name", "description"]
+    filter_horizontal = ["tools"]
+    inlines = [RoleProfileInline]
+    readonly_fields = ["paradigm_parameters"]
+    fieldsets = [
+        (None, {"fields": ["name", "paradigm", "description", "model_profile"]}),
+        ("Prompt and tools", {"fields": ["system_prompt", "tools"]}),
+        ("Paradigm parameters", {"fields": ["params", "paradigm_parameters"]}),
+        ("Limits", {"fields": ["max_steps", "max_llm_calls", "total_timeout_s",
+                               "tool_timeout_s", "token_budget"]}),
+    ]
+
+    @admin.display(description="tools")
+    def tool_count(self, obj: Agent) -> int:
+        return obj.tools.count()
+
+    @admin.display(description="parameters and their defaults")
+    def paradigm_parameters(self, obj: Agent) -> str:
+        from agentlab.paradigms.base import get_paradigm, paradigm_keys
+
+        try:
+            schema = get_paradigm(obj.paradigm).params_schema
+        except KeyError:
+            return f"Choose one of: {', '.join(paradigm_keys())}"
+        rows = format_html_join(
+            "", "<li><code>{}</code> = <code>{}</code> — {}</li>",
+            ((name, json.dumps(prop.get("default")), prop.get("description", ""))
+             for name, prop in schema.get("properties", {}).items()),
+        )
+        return format_html("<ul>{}</ul>", rows) if rows else "none"

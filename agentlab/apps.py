@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+class AgentLabConfig(AppConfig):
+    name = "agentlab"
+    verbose_name = "Agent Lab"
+
+    def ready(self) -> None:
+        from agentlab import checks  # noqa: F401  (registers the system checks)
+
+        post_migrate.connect(sync_tool_rows, sender=self, dispatch_uid="agentlab-sync-tools")
+
+
+def sync_tool_rows(**kwargs: object) -> None:
+    """Every registered tool gets an admin row after migrate."""
+    from agentlab.tool_rows import sync_tools
+
+    sync_tools()

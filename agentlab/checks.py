@@ -1,0 +1,67 @@
+"""System checks: misconfiguration fails loudly, with ids (agentlab.W001, E001, E002)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.core.checks import CheckMessage, Error, Warning, register
+from django.db import DatabaseError
+
+
+@register()
+def check_profile_keys(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """agentlab.W001: a profile names an API-key variable that is not set."""
+    from agentlab.models import ModelProfile
+
+    try:
+        profiles = list(ModelProfile.objects.exclude(api_key_env=""))
+    except DatabaseError:  # not migrated yet: nothing to check
+        return []
+    return [
+        Warning(
+            f"Model profile '{p.name}' reads its API key from ${p.api_key_env}, which is not set.",
+            hint=f"export {p.api_key_env}=... before starting Agent Lab, or clear the field "
+            "for endpoints that need no key.",
+            obj=p,
+            id="agentlab.W001",
+        )
+        for p in profiles
+        if not os.environ.get(p.api_key_env)
+    ]
+
+
+@register()
+def check_tools_and_agents(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """agentlab.E001: unknown paradigm; agentlab.E002: tool row without an implementation."""
+    from agentlab.models import Agent, Tool
+    from agentlab.paradigms.base import paradigm_keys
+    from agentlab.tools.registry import builtin_tools
+
+    try:
+        agents = list(Agent.objects.only("pk", "name", "paradigm"))
+        tools = list(Tool.objects.only("pk", "name"))
+    except DatabaseError:
+        return []
+    known, registry = set(paradigm_keys()), builtin_tools()
+    messages: list[CheckMessage] = [
+        Error(
+            f"Agent '{a.name}' uses the unknown paradigm '{a.paradigm}'.",
+            hint=f"Known paradigms: {', '.join(sorted(known))}.",
+            obj=a,
+            id="agentlab.E001",
+        )
+        for a in agents
+        if a.paradigm not in known
+    ]
+    messages += [
+        Error(
+            f"Tool row '{t.name}' has no registered implementation.",
+            hint="Delete the row in the admin, or restore the @tool function of that name.",
+            obj=t,
+            id="agentlab.E002",
+        )
+        for t in tools
+        if t.name not in registry
+    ]
+    return messages

@@ -1,0 +1,125 @@
+"""`manage.py run_agent <agent> "question"`: run an agent in the terminal, step by step."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from agentlab.cli_output import TerminalSink
+from agentlab.models import Agent
+
+
+class Command(BaseCommand):
+    help = "Run an agent on a question, printing each step as it happens; exit 0 on success."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("agent", help="Agent name (or id)")
+        parser.add_argument("question")
+        parser.add_argument("--user", help="Record the run as this user (default: first admin)")
+        parser.add_argument("--approve", choices=["ask", "all", "none"], default="ask",
+                            help="Tools that need approval: ask on the terminal (default when "
+                            "interactive), approve all, or deny all.")
+        parser.add_argument("--no-model", action="store_true",
+                            help="Don't start the embedded model even if it is not running.")
+
+    def handle(self, *args: Any, agent: str, question: str, user: str | None, approve: str,
+               no_model: bool, **options: Any) -> None:
+        from agentlab.runner import create_run
+
+        row = self._agent(agent)
+        owner = self._user(user)
+        server = None
+        if not no_model and self._needs_embedded(row):
+            server = self._start_embedded()
+        run = create_run(row, owner, question)
+        self.stdout.write(f"Run {run.pk}: {row.name} ({row.paradigm}) — {question}")
+        try:
+            outcome = asyncio.run(self._execute(run, approve))
+        finally:
+            if server is not None:
+                server.stop()
+        totals = outcome.totals
+        style = self.style.SUCCESS if outcome.status == "succeeded" else self.style.ERROR
+        self.stdout.write(style(f"\n{outcome.status.upper()}: {outcome.answer or ''}"))
+        if outcome.error:
+            self.stdout.write(self.style.ERROR(f"error: {outcome.error}"))
+        self.stdout.write(
+            f"{totals.llm_calls} LLM calls · {totals.tool_calls} tool calls · "
+            f"{totals.tokens_in}+{totals.tokens_out} tokens · ${totals.cost_usd:.6f} · "
+            f"{totals.wall_ms:.0f} ms · {totals.format_errors} format errors · "
+            f"{totals.reflections} reflections · trace: /runs/{run.pk}/"
+        )
+        if outcome.status != "succeeded":
+            sys.exit(1)
+
+    async def _execute(self, run: Any, approve: str) -> Any:
+        from agentlab.paradigms.base import Approval
+        from agentlab.runner import execute_run
+
+        interactive = sys.stdin.isatty()
+
+        async def approver(step: Any) -> Approval:
+            if approve == "all":
+                return Approval(approved=True, reason="approved by --approve all")
+            if approve == "none" or not interactive:
+                return Approval(approved=False, reason="denied: nobody at the terminal to approve")
+            answer = await asyncio.to_thread(input, f"Approve {step.name}({step.input})? [y/N] ")
+            ok = answer.strip().lower() in {"y", "yes"}
+            return Approval(approved=ok, reason="approved at the terminal" if ok else
+                            "denied at the terminal")
+
+        return await execute_run(run, watchers=(TerminalSink(self.stdout._out),),
+                                 approver=approver)
+
+    def _agent(self, ref: str) -> Agent:
+        agents = Agent.objects.select_related("model_profile")
+        found = agents.filter(name=ref).first() or (
+            agents.filter(pk=int(ref)).first() if ref.isdigit() else None
+        )
+        if found is None:
+            names = ", ".join(repr(n) for n in Agent.objects.values_list("name", flat=True))
+            raise CommandError(f"No agent named {ref!r}. Agents: {names or 'none (run setup)'}")
+        return found
+
+    def _user(self, username: str | None) -> Any:
+        User = get_user_model()
+        if username:
+            try:
+                return User.objects.get(username=username)
+            except User.DoesNotExist:
+                raise CommandError(f"No user named {username!r}.") from None
+        admin = User.objects.filter(is_superuser=True).order_by("pk").first()
+        if admin is None:
+            raise CommandError("No admin user yet: run `manage.py setup` first.")
+        return admin
+
+    def _needs_embedded(self, agent: Agent) -> bool:
+        from agentlab.llm.local_server import local_base_url
+
+        uses = [agent.model_profile, *(rp.profile for rp in agent.role_profiles.all())]
+        if not any(p.is_embedded for p in uses):
+            return False
+        import urllib.request
+
+        try:
+            urllib.request.urlopen(local_base_url() + "/models", timeout=2).close()
+            return False
+        except OSError:
+            return True
+
+    def _start_embedded(self) -> Any:
+        from agentlab.llm.local_server import LocalModelError, LocalModelServer
+
+        self.stdout.write("Starting the embedded model for this run…")
+        server = LocalModelServer(port=0)
+        try:
+            server.start()
+        except LocalModelError as exc:
+            raise CommandError(str(exc)) from None
+        return server
+
+

@@ -1,0 +1,172 @@
+"""Configuration rows edited in the admin: model profiles (tools and agents join them later)."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+
+# Only the *name* of an environment variable is stored; this refuses pasted keys ("sk-…").
+env_var_name = RegexValidator(
+    r"^[A-Z_][A-Z0-9_]*$",
+    "Enter the NAME of an environment variable (e.g. OPENAI_API_KEY), never the key itself.",
+)
+
+
+class ModelProfile(models.Model):
+    """An OpenAI-compatible endpoint + model + sampling and pricing; blank URL = embedded model."""
+
+    name = models.CharField(max_length=100, unique=True)
+    base_url = models.URLField(
+        blank=True,
+        help_text="OpenAI-compatible base URL, e.g. https://api.openai.com/v1 or "
+        "http://127.0.0.1:11434/v1 (Ollama). Blank = the embedded local model.",
+    )
+    model = models.CharField(max_length=200, help_text="Model name the endpoint expects.")
+    api_key_env = models.CharField(
+        "API key variable",
+        max_length=100,
+        blank=True,
+        validators=[env_var_name],
+        help_text="Name of the environment variable that holds the API key. "
+        "The key itself is never stored.",
+    )
+    temperature = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0)])
+    max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    timeout_s = models.FloatField("timeout (s)", default=60, validators=[MinValueValidator(1)])
+    retries = models.PositiveSmallIntegerField(
+        default=2, help_text="Extra attempts on timeouts, 429 and 5xx, with backoff."
+    )
+    price_in_per_m = models.DecimalField(
+        "price / M input tokens (USD)", max_digits=10, decimal_places=4, default=0
+    )
+    price_out_per_m = models.DecimalField(
+        "price / M output tokens (USD)", max_digits=10, decimal_places=4, default=0
+    )
+    fallback = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="fallback_for",
+        help_text="Tried when this profile's retries are spent.",
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_embedded(self) -> bool:
+        return not self.base_url
+
+    def clean(self) -> None:
+        seen = {self.pk}
+        node = self.fallback
+        while node is not None:
+            if node.pk in seen:
+                raise ValidationError({"fallback": "Fallback profiles must not form a cycle."})
+            seen.add(node.pk)
+            node = node.fallback
+
+
+class OutboxEmail(models.Model):
+    """Mail sent by agents (send_email tool) when the outbox backend is in use."""
+
+    sent_at = models.DateTimeField(auto_now_add=True)
+    from_email = models.CharField(max_length=254)
+    to = models.TextField(help_text="Recipients, one per line.")
+    subject = models.CharField(max_length=998)
+    body = models.TextField()
+
+    class Meta:
+        ordering = ["-sent_at"]
+        verbose_name = "outbox e-mail"
+
+    def __str__(self) -> str:
+        return f"{self.subject} → {self.to.splitlines()[0] if self.to else '?'}"
+
+
+class Tool(models.Model):
+    """Admin settings of a registered tool; rows are synced from the registry on migrate."""
+
+    name = models.CharField(max_length=100, unique=True, help_text="Registered implementation.")
+    enabled = models.BooleanField(default=True)
+    description = models.TextField(
+        blank=True, help_text="What the LLM sees. Blank = the implementation's docstring."
+    )
+    timeout_s = models.FloatField("timeout (s)", default=30, validators=[MinValueValidator(0.1)])
+    max_observation_chars = models.PositiveIntegerField(
+        default=4000, help_text="Longer observations are cut for the LLM (the full value is kept)."
+    )
+    needs_approval = models.BooleanField(
+        default=False, help_text="Pause for a person's approve/deny before every call."
+    )
+    allowed_groups = models.ManyToManyField(
+        "auth.Group", blank=True, help_text="Who may use it. Empty = everyone."
+    )
+    category = models.CharField(max_length=50, blank=True, editable=False)
+    side_effects = models.BooleanField(default=False, editable=False)
+
+    class Meta:
+        ordering = ["category", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Agent(models.Model):
+    """One paradigm with its prompts, tools, models and limits."""
+
+    name = models.CharField(max_length=100, unique=True)
+    paradigm = models.CharField(max_length=50, help_text="react, plan_execute, reflexion, …")
+    description = models.TextField(blank=True)
+    system_prompt = models.TextField(blank=True, help_text="Prepended to the paradigm's prompt.")
+    model_profile = models.ForeignKey(ModelProfile, on_delete=models.PROTECT, related_name="agents")
+    tools = models.ManyToManyField(Tool, blank=True, related_name="agents")
+    max_steps = models.PositiveIntegerField(default=40)
+    max_llm_calls = models.PositiveIntegerField(default=25)
+    total_timeout_s = models.FloatField("total timeout (s)", default=120)
+    tool_timeout_s = models.FloatField("tool timeout (s)", default=30)
+    token_budget = models.PositiveIntegerField(null=True, blank=True)
+    params = models.JSONField(
+        default=dict, blank=True, help_text="Paradigm parameters; defaults are filled in on save."
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from agentlab.paradigms.base import get_paradigm, validate_params
+
+        try:
+            get_paradigm(self.paradigm)
+        except KeyError as exc:
+            raise ValidationError({"paradigm": str(exc.args[0])}) from None
+        try:
+            self.params = validate_params(self.paradigm, self.params or {})
+        except ValueError as exc:
+            raise ValidationError({"params": str(exc)}) from None
+
+
+class AgentRoleProfile(models.Model):
+    """A model profile for one role of an agent (planner, executor, evaluator, judge, …)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="role_profiles")
+    role = models.CharField(max_length=50)
+    profile = models.ForeignKey(ModelProfile, on_delete=models.PROTECT)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "role"], name="unique_agent_role")]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.profile}"

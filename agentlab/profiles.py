@@ -1,0 +1,47 @@
+"""ModelProfile rows -> pure `ProfileConfig`s and chat models (the only ORM -> llm bridge)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from agentlab.llm.client import OpenAIChatModel
+from agentlab.llm.local_server import MODEL_NAME, local_base_url
+from agentlab.llm.types import ProfileConfig
+from agentlab.models import ModelProfile
+
+def to_config(
+    profile: ModelProfile, *, resolve_local: bool = True, _seen: frozenset[int] = frozenset()
+) -> ProfileConfig:
+    """Freeze a profile (and its fallback chain, cycles cut) into plain data.
+
+    `resolve_local=False` keeps the embedded model's base URL blank (for snapshots: its port can
+    change between launches); `resolve_url` fills it in when the snapshot runs.
+    """
+    fallback = None
+    if profile.fallback_id and profile.fallback_id not in _seen | {profile.pk}:
+        fallback = to_config(profile.fallback, resolve_local=resolve_local,
+                             _seen=_seen | {profile.pk})
+    return ProfileConfig(
+        name=profile.name,
+        base_url=profile.base_url or (local_base_url() if resolve_local else ""),
+        model=profile.model or MODEL_NAME,
+        api_key_env=profile.api_key_env,
+        temperature=profile.temperature,
+        max_tokens=profile.max_tokens,
+        timeout_s=profile.timeout_s,
+        retries=profile.retries,
+        price_in_per_m=float(profile.price_in_per_m),
+        price_out_per_m=float(profile.price_out_per_m),
+        fallback=fallback,
+    )
+
+
+def resolve_url(config: ProfileConfig) -> ProfileConfig:
+    """Fill in the embedded model's current URL wherever a chain has a blank one."""
+    fallback = resolve_url(config.fallback) if config.fallback else None
+    return dataclasses.replace(config, base_url=config.base_url or local_base_url(),
+                               fallback=fallback)
+
+
+def chat_model(profile: ModelProfile) -> OpenAIChatModel:
+    return OpenAIChatModel(to_config(profile))

@@ -1,0 +1,71 @@
+# Shared by scripts/run and scripts/test: find Python >= 3.12, make .venv, install with progress.
+# shellcheck shell=bash
+
+step() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+find_python() {
+  local candidates=()
+  # pyenv honours .python-version (3.12.1 on these machines) through its shims.
+  command -v pyenv >/dev/null 2>&1 && candidates+=("$(pyenv which python 2>/dev/null || true)")
+  [ -d "$HOME/.pyenv/versions" ] && candidates+=("$HOME"/.pyenv/versions/3.1[2-9]*/bin/python3)
+  candidates+=(python3.14 python3.13 python3.12 python3 python)
+  local c
+  for c in "${candidates[@]}"; do
+    [ -n "$c" ] || continue
+    command -v "$c" >/dev/null 2>&1 || [ -x "$c" ] || continue
+    if "$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+      echo "$c"; return 0
+    fi
+  done
+  echo "Agent Lab needs Python 3.12 or newer (Django 6.1) and none was found." >&2
+  echo "Install one (e.g. 'pyenv install 3.12' — .python-version selects it) and run again." >&2
+  return 1
+}
+
+ensure_venv() {
+  local python=$1
+  if [ -x .venv/bin/python ] && .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+    return 0
+  fi
+  step "Creating .venv with $("$python" --version)"
+  rm -rf .venv
+  "$python" -m venv .venv
+  .venv/bin/python -m pip install --quiet --upgrade pip
+}
+
+# pip install -r FILE, skipped when FILE (and what it includes) is unchanged since the last
+# success; prints pip's progress lines and a heartbeat while llama-cpp-python compiles.
+install_requirements() {
+  local file=$1 stamp=".venv/.installed-$(basename "$file")"
+  local sum
+  sum=$(cat "$file" requirements*.txt | sha256sum | cut -d' ' -f1)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ]; then
+    step "Requirements from $file already installed"
+    return 0
+  fi
+  step "Installing $file (the first time llama-cpp-python compiles: ~8 minutes on 2 cores)"
+  local log=.venv/pip-install.log start=$SECONDS
+  .venv/bin/python -m pip install --progress-bar off -r "$file" >"$log" 2>&1 &
+  local pid=$! shown=0 last_beat=$SECONDS
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 2
+    local lines
+    lines=$(grep -E '^(Collecting|Building wheel|Successfully|Installing collected)' "$log" | tail -n +$((shown + 1)) || true)
+    if [ -n "$lines" ]; then
+      printf '    %s\n' "$lines" | cut -c1-110
+      shown=$((shown + $(printf '%s\n' "$lines" | wc -l)))
+    fi
+    if [ $((SECONDS - last_beat)) -ge 30 ] && grep -q 'Building wheel for llama' "$log" \
+       && ! grep -q 'Successfully built' "$log"; then
+      printf '    … still compiling llama-cpp-python (%dm%02ds)\n' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60))
+      last_beat=$SECONDS
+    fi
+  done
+  if ! wait "$pid"; then
+    tail -n 40 "$log" >&2
+    echo "pip install -r $file failed; full log: $log" >&2
+    return 1
+  fi
+  echo "$sum" >"$stamp"
+  step "Installed in $((SECONDS - start)) s"
+}

@@ -1,0 +1,8 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class TracesConfig(AppConfig):
+    name = "traces"
+    verbose_name = "Traces"

@@ -1,0 +1,120 @@
+"""Recorded runs and their steps (see DESIGN.md "The step" and "A run")."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import QuerySet
+
+from traces.schema import RUN_STATUSES
+from traces.schema import Step as StepRecord
+
+ACTIVE_STATUSES = ("queued", "running", "paused")
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    def visible_to(self, user) -> QuerySet[Run]:  # noqa: ANN001 (auth user or AnonymousUser)
+        """A user sees their own runs; staff see all."""
+        if not user.is_authenticated:
+            return self.none()
+        return self if user.is_staff else self.filter(user=user)
+
+    def active(self) -> QuerySet[Run]:
+        return self.filter(status__in=ACTIVE_STATUSES)
+
+
+class Run(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs"
+    )
+    # The agent row may be edited or deleted later; the snapshot is what actually ran.
+    agent = models.ForeignKey("agentlab.Agent", null=True, blank=True, on_delete=models.SET_NULL)
+    agent_name = models.CharField(max_length=200, blank=True)
+    paradigm = models.CharField(max_length=50, blank=True, db_index=True)
+    agent_snapshot = models.JSONField(default=dict)
+    input = models.TextField()
+    history = models.JSONField(default=list, blank=True, help_text="Earlier chat turns (memory).")
+    status = models.CharField(
+        max_length=20, choices=[(s, s.replace("_", " ")) for s in RUN_STATUSES], default="queued"
+    )
+    final_answer = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    llm_calls = models.PositiveIntegerField(default=0)
+    tool_calls = models.PositiveIntegerField(default=0)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    cost_usd = models.FloatField(default=0)
+    wall_ms = models.FloatField(null=True, blank=True)
+    format_errors = models.PositiveIntegerField(default=0)
+    reflections = models.PositiveIntegerField(default=0)
+    step_count = models.PositiveIntegerField(default=0)
+    parent_run = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    fork_seq = models.PositiveIntegerField(null=True, blank=True)
+    # "host:pid" of the process that owns the asyncio task, to spot runs left by a dead process.
+    worker = models.CharField(max_length=200, blank=True)
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [models.Index(fields=["user", "-created"]), models.Index(fields=["status"])]
+
+    def __str__(self) -> str:
+        return f"Run {self.pk}: {self.input[:60]}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+
+class Step(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    seq = models.PositiveIntegerField()
+    parent = models.PositiveIntegerField(
+        null=True, blank=True, help_text="seq of the enclosing step"
+    )
+    kind = models.CharField(max_length=20)
+    role = models.CharField(max_length=100, blank=True)
+    name = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=10, default="ok")
+    input = models.JSONField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    text = models.TextField(blank=True)
+    started_at = models.DateTimeField()
+    duration_ms = models.FloatField(null=True, blank=True)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    cost_usd = models.FloatField(default=0)
+    meta = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_step_seq")]
+        indexes = [models.Index(fields=["run", "kind"]), models.Index(fields=["kind", "name"])]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.kind} {self.name}"
+
+    def to_record(self) -> StepRecord:
+        return StepRecord(
+            seq=self.seq,
+            parent=self.parent,
+            kind=self.kind,  # type: ignore[arg-type]
+            role=self.role,
+            name=self.name,
+            status=self.status,  # type: ignore[arg-type]
+            input=self.input,
+            output=self.output,
+            text=self.text,
+            started_at=self.started_at.timestamp(),
+            duration_ms=self.duration_ms,
+            tokens_in=self.tokens_in,
+            tokens_out=self.tokens_out,
+            cost_usd=self.cost_usd,
+            meta=self.meta,
+        )

@@ -1,0 +1,58 @@
+"""The step: one typed record for everything an agent does (pure; JSON round-trip)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+StepKind = Literal[
+    "llm", "thought", "tool", "plan", "reflection", "evaluation", "node", "message", "final",
+    "error", "user", "approval",
+]
+StepStatus = Literal["running", "ok", "error"]
+STEP_KINDS: tuple[str, ...] = get_args(StepKind)
+STEP_STATUSES: tuple[str, ...] = get_args(StepStatus)
+RUN_STATUSES = (
+    "queued", "running", "paused", "succeeded", "failed", "cancelled", "timed_out", "interrupted",
+)
+
+
+@dataclass(kw_only=True)
+class Step:
+    seq: int = 0  # assigned by the runtime: 1, 2, 3… per run, never reused
+    kind: StepKind
+    role: str = "agent"
+    name: str = ""
+    parent: int | None = None  # seq of the enclosing step
+    input: Any = None
+    output: Any = None
+    text: str = ""
+    status: StepStatus = "ok"
+    started_at: float = field(default_factory=time.time)  # epoch seconds
+    duration_ms: float | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Step:
+        """Build a step from JSON, refusing unknown fields and bad kinds/statuses by name."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a step must be an object, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        if unknown := sorted(set(data) - known):
+            raise ValueError(f"unknown step field(s): {', '.join(unknown)}")
+        if data.get("kind") not in STEP_KINDS:
+            raise ValueError(f"step kind {data.get('kind')!r} is not one of {', '.join(STEP_KINDS)}")
+        if data.get("status", "ok") not in STEP_STATUSES:
+            raise ValueError(f"step status {data.get('status')!r} is not one of "
+                             f"{', '.join(STEP_STATUSES)}")
+        if not isinstance(data.get("seq", 0), int):
+            raise ValueError("step seq must be an integer")
+        return cls(**data)
