@@ -116,7 +116,7 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Mail that agents send (the send_email tool) is kept in the admin's outbox unless configured.
-EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "agentlab.mail.OutboxBackend")
+MAILERS = {"default": {"BACKEND": os.environ.get("EMAIL_BACKEND", "agentlab.mail.OutboxBackend")}}
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "agent-lab@localhost")
 
 LOGGING = {

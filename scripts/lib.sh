@@ -33,19 +33,11 @@ ensure_venv() {
   .venv/bin/python -m pip install --quiet --upgrade pip
 }
 
-# pip install -r FILE, skipped when FILE (and what it includes) is unchanged since the last
-# success; prints pip's progress lines and a heartbeat while llama-cpp-python compiles.
-install_requirements() {
-  local file=$1 stamp=".venv/.installed-$(basename "$file")"
-  local sum
-  sum=$(cat "$file" requirements*.txt | sha256sum | cut -d' ' -f1)
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ]; then
-    step "Requirements from $file already installed"
-    return 0
-  fi
-  step "Installing $file (the first time llama-cpp-python compiles: ~8 minutes on 2 cores)"
-  local log=.venv/pip-install.log start=$SECONDS
-  .venv/bin/python -m pip install --progress-bar off -r "$file" >"$log" 2>&1 &
+# Run a pip command in the background, echoing its progress lines and a heartbeat while
+# llama-cpp-python compiles (minutes, with nothing printed by pip itself).
+pip_with_progress() {
+  local log=.venv/pip.log start=$SECONDS
+  "$@" >"$log" 2>&1 &
   local pid=$! shown=0 last_beat=$SECONDS
   while kill -0 "$pid" 2>/dev/null; do
     sleep 2
@@ -63,9 +55,51 @@ install_requirements() {
   done
   if ! wait "$pid"; then
     tail -n 40 "$log" >&2
-    echo "pip install -r $file failed; full log: $log" >&2
+    echo "failed: $*; full log: $log" >&2
     return 1
   fi
+}
+
+# llama.cpp's default -march=native build uses AMX instructions wherever the CPU has them, and
+# they fault (SIGSEGV on the first prompt) in VMs whose kernel does not enable AMX, as on these
+# machines. So we build a portable AVX2 wheel once and keep it outside the repo and pip's cache.
+LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+llama_wheel_dir() {
+  local tag
+  tag=$(printf '%s' "$LLAMA_CMAKE_ARGS" | sha256sum | cut -c1-10)
+  echo "${AGENTLAB_WHEEL_CACHE:-$HOME/.cache/agentlab/wheels}/$tag"
+}
+
+ensure_llama_wheel() {
+  local version dir
+  version=$(sed -nE 's/^llama-cpp-python(\[server\])?==([^ ]+).*/\2/p' requirements.txt)
+  dir=$(llama_wheel_dir)
+  if ls "$dir"/llama_cpp_python-"$version"-*.whl >/dev/null 2>&1; then
+    return 0
+  fi
+  step "Compiling llama-cpp-python $version (portable AVX2 build; ~8 minutes on 2 cores, once)"
+  mkdir -p "$dir"
+  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" pip_with_progress .venv/bin/python -m pip wheel --no-deps \
+    --no-cache-dir --no-binary llama-cpp-python -w "$dir" "llama-cpp-python==$version"
+}
+
+# pip install -r FILE, skipped when the requirements are unchanged since the last success.
+install_requirements() {
+  local file=$1 stamp=".venv/.installed-$(basename "$file")"
+  local sum
+  sum=$(cat "$file" requirements*.txt scripts/lib.sh | sha256sum | cut -d' ' -f1)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ]; then
+    step "Requirements from $file already installed"
+    return 0
+  fi
+  ensure_llama_wheel
+  step "Installing $file"
+  local start=$SECONDS
+  pip_with_progress .venv/bin/python -m pip install --progress-bar off \
+    --find-links "$(llama_wheel_dir)" -r "$file"
+  # A llama-cpp-python built elsewhere (e.g. pip's cache of a native build) is replaced.
+  .venv/bin/python -m pip install --no-deps --force-reinstall --quiet \
+    "$(ls "$(llama_wheel_dir)"/llama_cpp_python-*.whl | tail -n 1)"
   echo "$sum" >"$stamp"
   step "Installed in $((SECONDS - start)) s"
 }

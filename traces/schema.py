@@ -49,10 +49,16 @@ class Step:
         if unknown := sorted(set(data) - known):
             raise ValueError(f"unknown step field(s): {', '.join(unknown)}")
         if data.get("kind") not in STEP_KINDS:
-            raise ValueError(f"step kind {data.get('kind')!r} is not one of {', '.join(STEP_KINDS)}")
+            raise ValueError(
+                f"step kind {data.get('kind')!r} is not one of {', '.join(STEP_KINDS)}"
+            )
         if data.get("status", "ok") not in STEP_STATUSES:
             raise ValueError(f"step status {data.get('status')!r} is not one of "
                              f"{', '.join(STEP_STATUSES)}")
-        if not isinstance(data.get("seq", 0), int):
+        if not isinstance(data.get("seq", 0), int) or isinstance(data.get("seq"), bool):
             raise ValueError("step seq must be an integer")
+        if data.get("meta") is not None and not isinstance(data["meta"], dict):
+            raise ValueError("step meta must be an object")
+        if "meta" in data and data["meta"] is None:
+            data = {**data, "meta": {}}
         return cls(**data)

@@ -1,0 +1,280 @@
+"""RunContext: the one object a paradigm talks to (models, tools, steps, budgets, hooks)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agentlab.llm.errors import LLMError
+from agentlab.paradigms.limits import BudgetExceeded, Limits, LoopDetected, RunCancelled, Totals
+from agentlab.paradigms.sinks import StepSink
+from agentlab.tools.executor import ToolResult
+from traces.schema import Step
+
+if TYPE_CHECKING:
+    from agentlab.llm.types import ChatModel, ChatResult
+    from agentlab.tools.executor import ToolExecutor
+
+CheckpointHook = Callable[[Step], Awaitable[dict[str, Any] | None]]
+LoopHook = Callable[[str, Any, int | None], Awaitable[str]]  # (tool, args, parent) -> nudge
+
+
+@dataclass
+class Approval:
+    approved: bool
+    arguments: dict[str, Any] | None = None  # edited arguments, when the user changed them
+    reason: str = ""
+
+
+async def deny_all(step: Step) -> Approval:
+    """The approver of a run nobody watches: every call that needs approval is denied."""
+    return Approval(False, reason="no approver is attached to this run")
+
+
+def normalise_args(arguments: Any) -> str:
+    """A stable key for a call's arguments: sorted keys, trimmed whitespace."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return " ".join(value.split())
+        if isinstance(value, Mapping):
+            return {str(k): clean(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value]
+        return value
+
+    return json.dumps(clean(arguments), sort_keys=True, default=str)
+
+
+class RunContext:
+    """Everything a paradigm needs: ctx.llm, ctx.tool, ctx.emit, ctx.checkpoint, budgets."""
+
+    def __init__(
+        self,
+        *,
+        models: Mapping[str, ChatModel],
+        executor: ToolExecutor,
+        sink: StepSink,
+        limits: Limits | None = None,
+        params: dict[str, Any] | None = None,
+        system_prompt: str = "",
+        history: list[dict[str, Any]] | None = None,
+        checkpoint: CheckpointHook | None = None,
+        approver: Callable[[Step], Awaitable[Approval]] | None = None,
+    ) -> None:
+        if "default" not in models:
+            raise ValueError("models needs a 'default' entry (other keys are roles)")
+        self.models = models
+        self.executor = executor
+        self.sink = sink
+        self.limits = limits or Limits()
+        self.params = dict(params or {})
+        self.system_prompt = system_prompt
+        self.history = list(history or [])
+        self.approver = approver or deny_all
+        self.checkpoint_hook = checkpoint
+        self.on_loop: LoopHook | None = None  # set by a paradigm that turns loops into nudges
+        self.totals = Totals()
+        self.findings: list[str] = []  # observations of successful tool calls, in order
+        self.cancelled = False
+        self._seq = 0
+        self._steps_counted = 0
+        self._calls: list[str] = []  # "name args" of each tool call, for loop detection
+        self._task: asyncio.Task[Any] | None = None  # the paradigm's task, set by execute()
+        self._started = time.monotonic()
+
+    # ------------------------------------------------------------------ steps and hooks
+
+    async def emit(self, step: Step, *, counted: bool = True) -> Step:
+        """Send `step` to the sink; a new step (seq 0) gets the next seq, else it is an update."""
+        if step.seq == 0:
+            if counted and self._steps_counted >= self.limits.max_steps:
+                raise BudgetExceeded(f"reached the limit of {self.limits.max_steps} steps")
+            self._seq += 1
+            step.seq = self._seq
+            self._steps_counted += counted
+        await self.sink.step(step)
+        return step
+
+    async def finish(self, step: Step, *, status: str = "ok", started: float | None = None,
+                     **fields: Any) -> Step:
+        """Update an emitted step with its result and duration and send it again."""
+        for name, value in fields.items():
+            setattr(step, name, value)
+        step.status = status  # type: ignore[assignment]
+        if started is not None:
+            step.duration_ms = (time.perf_counter() - started) * 1000
+        return await self.emit(step)
+
+    async def checkpoint(self, step: Step) -> dict[str, Any] | None:
+        """Give the pause/step/breakpoint hook a pending step; returns edited input or None."""
+        self.raise_if_cancelled()
+        if self.checkpoint_hook is None:
+            return None
+        edited = await self.checkpoint_hook(step)
+        self.raise_if_cancelled()  # the user may have cancelled while the run was paused
+        return edited
+
+    def cancel(self) -> None:
+        """Stop the run as soon as possible (also interrupts a running LLM or tool call)."""
+        self.cancelled = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def raise_if_cancelled(self) -> None:
+        if self.cancelled:
+            raise RunCancelled("the run was cancelled")
+
+    def model_for(self, role: str) -> ChatModel:
+        return self.models.get(role) or self.models["default"]
+
+    # ------------------------------------------------------------------ the LLM
+
+    def _check_llm_budget(self) -> None:
+        limits, totals = self.limits, self.totals
+        if totals.llm_calls >= limits.max_llm_calls:
+            raise BudgetExceeded(f"reached the limit of {limits.max_llm_calls} LLM calls")
+        if limits.token_budget is not None and totals.tokens >= limits.token_budget:
+            raise BudgetExceeded(
+                f"used {totals.tokens} tokens, over the budget of {limits.token_budget}"
+            )
+
+    async def llm(self, role: str, messages: list[dict[str, Any]], *, tools: list | None = None,
+                  tool_choice: Any = None, response_format: dict | None = None,
+                  stop: list[str] | None = None, temperature: float | None = None,
+                  max_tokens: int | None = None, parent: int | None = None) -> ChatResult:
+        """One recorded model call: budgets first, then an `llm` step with request and reply."""
+        self.raise_if_cancelled()
+        self._check_llm_budget()
+        model = self.model_for(role)
+        # A copy: the paradigm keeps appending to its list, the step keeps what was sent.
+        request = {"messages": list(messages), "tools": tools, "tool_choice": tool_choice,
+                   "response_format": response_format, "stop": stop,
+                   "temperature": temperature, "max_tokens": max_tokens}
+        step = await self.emit(Step(kind="llm", role=role, name=model.profile_name,
+                                    parent=parent, input=request, status="running"))
+        edited = await self.checkpoint(step)
+        if edited:
+            request.update({k: v for k, v in edited.items() if k in request})
+            step.meta["edited"] = True
+        self.totals.llm_calls += 1
+        seq, started = step.seq, time.perf_counter()
+
+        async def on_token(delta: str) -> None:
+            await self.sink.token(seq, delta)
+
+        try:
+            result = await model.chat(request["messages"], tools=request["tools"],
+                                      tool_choice=request["tool_choice"],
+                                      response_format=request["response_format"],
+                                      stop=request["stop"], temperature=request["temperature"],
+                                      max_tokens=request["max_tokens"], on_token=on_token)
+        except LLMError as exc:
+            self.totals.model_ms += (time.perf_counter() - started) * 1000
+            await self.finish(step, status="error", started=started,
+                              output={"error": str(exc), "kind": exc.kind}, text=str(exc))
+            raise
+        except asyncio.CancelledError:
+            await self._interrupted(step, started)
+            raise
+        elapsed = (time.perf_counter() - started) * 1000
+        self.totals.model_ms += elapsed
+        usage = result.usage
+        tokens_in, tokens_out = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+        self.totals.tokens_in += tokens_in
+        self.totals.tokens_out += tokens_out
+        self.totals.cost_usd += result.cost_usd or 0.0
+        step.name = result.model or step.name
+        step.meta.update(profile=result.profile, attempts=result.attempts, ttft_ms=result.ttft_ms)
+        await self.finish(step, output=result.to_dict(), text=result.text or "",
+                          tokens_in=tokens_in, tokens_out=tokens_out,
+                          cost_usd=result.cost_usd or 0.0, started=started)
+        return result
+
+    # ------------------------------------------------------------------ tools
+
+    async def tool(self, name: str, args: Any, *, parent: int | None = None,
+                   role: str = "agent") -> ToolResult:
+        """One recorded tool call: loop check, approval, checkpoint, run, `tool` step."""
+        self.raise_if_cancelled()
+        nudge = await self._check_loop(name, args, parent)
+        if nudge is not None:
+            return await self._refused(name, args, nudge, "loop", parent=parent, role=role)
+        if self.executor.needs_approval(name):
+            decision = await self._approve(name, args, parent=parent, role=role)
+            if not decision.approved:
+                observation = f"Error: the user denied this call: {decision.reason or 'denied'}"
+                return await self._refused(name, args, observation, "denied", parent=parent,
+                                           role=role)
+            if decision.arguments is not None:
+                args = decision.arguments
+        step = await self.emit(Step(kind="tool", role=role, name=name, parent=parent,
+                                    input=args, status="running"))
+        edited = await self.checkpoint(step)
+        if edited is not None:
+            args = step.input = edited
+            step.meta["edited"] = True
+        started = time.perf_counter()
+        self.totals.tool_calls += 1
+        try:
+            result = await self.executor.run(name, args, timeout_s=self.limits.tool_timeout_s)
+        except asyncio.CancelledError:
+            await self._interrupted(step, started)
+            raise
+        self.totals.tool_ms += (time.perf_counter() - started) * 1000
+        if result.ok:
+            self.findings.append(result.observation)
+        if result.truncated:
+            step.meta["truncated"] = True  # the full value stays in output
+        await self.finish(step, status="ok" if result.ok else "error", started=started,
+                          output=result.to_dict(), text=result.observation)
+        return result
+
+    async def _interrupted(self, step: Step, started: float) -> None:
+        # Cancelled or timed out mid-call: the step must not stay "running" in the trace.
+        await self.finish(step, status="error", started=started,
+                          output={"error": "interrupted (cancelled or out of time)"},
+                          meta={**step.meta, "interrupted": True})
+
+    async def _check_loop(self, name: str, args: Any, parent: int | None) -> str | None:
+        key = f"{name} {normalise_args(args)}"
+        self._calls.append(key)
+        repeats = self.limits.max_repeats
+        if repeats < 1 or self._calls[-repeats:] != [key] * repeats:
+            return None
+        reason = f"the agent called {name} with the same arguments {repeats} times in a row"
+        if self.on_loop is None:
+            raise LoopDetected(reason)
+        return await self.on_loop(name, args, parent)
+
+    async def _approve(self, name: str, args: Any, *, parent: int | None,
+                       role: str) -> Approval:
+        step = await self.emit(Step(kind="approval", role=role, name=name, parent=parent,
+                                    input=args, status="running"))
+        started = time.perf_counter()
+        decision = await self.approver(step)
+        self.raise_if_cancelled()
+        step.meta.update(approved=decision.approved, reason=decision.reason)
+        await self.finish(step, started=started, output={
+            "approved": decision.approved, "arguments": decision.arguments,
+            "reason": decision.reason,
+        }, text=("approved" if decision.approved else f"denied: {decision.reason}"))
+        return decision
+
+    async def _refused(self, name: str, args: Any, observation: str, why: str, *,
+                       parent: int | None, role: str) -> ToolResult:
+        # A call the runtime did not run still gets a tool step: the trace shows what the model
+        # was told, and the paradigm treats it like any failed call.
+        result = ToolResult(tool=name, arguments=args, ok=False, output="",
+                            observation=observation, error=observation, error_type=why)
+        await self.emit(Step(kind="tool", role=role, name=name, parent=parent, input=args,
+                             output=result.to_dict(), text=observation, status="error",
+                             duration_ms=0.0, meta={why: True}))
+        return result
+
+    def elapsed_ms(self) -> float:
+        return (time.monotonic() - self._started) * 1000

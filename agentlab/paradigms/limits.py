@@ -1,0 +1,59 @@
+"""Budgets, running totals and the exceptions that end a run early (pure)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+
+@dataclass
+class Limits:
+    max_steps: int = 40
+    max_llm_calls: int = 25
+    total_timeout_s: float = 120.0
+    tool_timeout_s: float = 30.0
+    token_budget: int | None = None  # prompt + completion tokens over the whole run
+    max_repeats: int = 3  # the same tool call this many times in a row is a loop
+
+
+@dataclass
+class Totals:
+    llm_calls: int = 0
+    tool_calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    wall_ms: float = 0.0
+    format_errors: int = 0
+    reflections: int = 0
+    model_ms: float = 0.0  # time spent waiting on models; wall - model - tool = our overhead
+    tool_ms: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class BudgetExceeded(Exception):
+    """A limit of the run was reached; the run ends with a partial answer."""
+
+    def __init__(self, reason: str, status: Literal["failed", "timed_out"] = "failed") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+
+
+class LoopDetected(Exception):
+    """The agent repeated the same tool call `max_repeats` times in a row."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class RunCancelled(Exception):
+    """The user cancelled the run."""

@@ -1,0 +1,197 @@
+"""ReAct (Yao et al. 2022): think, act, observe, repeat — as native tool calls, text or JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from agentlab.paradigms._parse_common import unwrap_fence
+from agentlab.paradigms.base import BudgetExceeded, Paradigm, register_paradigm
+from agentlab.paradigms.parsing import ParseError, ReactFinal, parse_react
+from agentlab.paradigms.prompt_files import fill, load_prompt
+from agentlab.paradigms.reflector import Reflection, make_reflector, record_reflection
+from traces.schema import Step
+
+if TYPE_CHECKING:
+    from agentlab.llm.types import ChatResult, ToolCall
+    from agentlab.paradigms.base import RunContext
+
+JSON_FORMAT_HINT = ('Reply with one JSON object: {"thought": "...", "action": "<tool name or '
+                    'final_answer>", "action_input": {...}}')
+REACT_STEP_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "react_step",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {
+                "thought": {"type": "string"},
+                "action": {"type": "string"},
+                "action_input": {"anyOf": [{"type": "object"}, {"type": "string"}]},
+            },
+            "required": ["thought", "action", "action_input"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+@register_paradigm
+class ReAct(Paradigm):
+    key: ClassVar[str] = "react"
+    label: ClassVar[str] = "ReAct"
+    params_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "mode": {"enum": ["function_calling", "text", "json"], "default": "function_calling",
+                     "description": "How the model chooses actions."},
+            "max_iterations": {"type": "integer", "minimum": 1, "maximum": 100, "default": 8},
+            "reflector": {"enum": ["none", "rule", "llm"], "default": "none",
+                          "description": "Review each observation and feed a suggestion back."},
+        },
+        "additionalProperties": False,
+    }
+
+    async def run(self, ctx: RunContext, task: str) -> str:
+        """Loop thought → action → observation until an answer or max_iterations."""
+        params = {**{k: v["default"] for k, v in self.params_schema["properties"].items()},
+                  **ctx.params}
+        self.ctx, self.task = ctx, task
+        self.reflector = make_reflector(params["reflector"])
+        self.history: list[dict[str, Any]] = []
+        if self.reflector is not None:
+            ctx.on_loop = self._on_loop
+        mode = params["mode"]
+        messages = self._start(mode)
+        turn = {"function_calling": self._turn_tools, "text": self._turn_text,
+                "json": self._turn_json}[mode]
+        for _ in range(params["max_iterations"]):
+            answer = await turn(messages)
+            if answer is not None:
+                return answer
+        raise BudgetExceeded(f"reached max_iterations ({params['max_iterations']}) "
+                             "without a final answer")
+
+    def _start(self, mode: str) -> list[dict[str, Any]]:
+        ex = self.ctx.executor
+        prompt = fill(load_prompt(f"react_{mode}.txt"), tools=ex.describe(),
+                      tool_names=", ".join(ex.names))
+        if self.ctx.system_prompt:
+            prompt = f"{self.ctx.system_prompt}\n\n{prompt}"
+        question = self.task if mode == "function_calling" else f"Question: {self.task}"
+        return [{"role": "system", "content": prompt}, *self.ctx.history,
+                {"role": "user", "content": question}]
+
+    # ------------------------------------------------------------ function calling
+
+    async def _turn_tools(self, messages: list[dict[str, Any]]) -> str | None:
+        result = await self.ctx.llm("agent", messages, tools=self.ctx.executor.openai_tools())
+        if not result.tool_calls:
+            return (result.text or "").strip()
+        if (result.text or "").strip():
+            await self.ctx.emit(Step(kind="thought", text=result.text.strip()))
+        messages.append({"role": "assistant", "content": result.text or None, "tool_calls": [
+            {"id": c.id, "type": "function",
+             "function": {"name": c.name, "arguments": c.raw_arguments}}
+            for c in result.tool_calls]})
+        # Independent calls of one reply run at the same time, each answered by its id.
+        observations = await asyncio.gather(*(self._call(c) for c in result.tool_calls))
+        for call, observation in zip(result.tool_calls, observations, strict=True):
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
+        return None
+
+    async def _call(self, call: ToolCall) -> str:
+        if call.error is not None or call.arguments is None:
+            return await self._format_error(
+                f"the arguments of {call.name} are not valid JSON ({call.error or 'missing'}); "
+                "send a JSON object", raw=call.raw_arguments)
+        return await self._act(call.name, call.arguments)
+
+    # ------------------------------------------------------------ text and JSON
+
+    async def _turn_text(self, messages: list[dict[str, Any]]) -> str | None:
+        result = await self.ctx.llm("agent", messages, stop=["Observation:"])
+        messages.append({"role": "assistant", "content": result.text or ""})
+        try:
+            decision = parse_react(result.text or "")
+        except ParseError as exc:
+            observation = await self._format_error(str(exc), raw=result.text)
+        else:
+            if decision.thought:
+                await self.ctx.emit(Step(kind="thought", text=decision.thought))
+            if isinstance(decision, ReactFinal):
+                return decision.answer
+            observation = await self._act(decision.tool, decision.tool_input)
+        messages.append({"role": "user", "content": f"Observation: {observation}"})
+        return None
+
+    async def _turn_json(self, messages: list[dict[str, Any]]) -> str | None:
+        result = await self.ctx.llm("agent", messages, response_format=REACT_STEP_FORMAT)
+        messages.append({"role": "assistant", "content": result.text or ""})
+        try:
+            thought, action, action_input = _read_json_step(result)
+        except ParseError as exc:
+            observation = await self._format_error(str(exc), raw=result.text)
+        else:
+            if thought:
+                await self.ctx.emit(Step(kind="thought", text=thought))
+            if action == "final_answer":
+                if isinstance(action_input, str):
+                    return action_input
+                return json.dumps(action_input, ensure_ascii=False)
+            observation = await self._act(action, action_input)
+        messages.append({"role": "user", "content": f"Observation: {observation}"})
+        return None
+
+    # ------------------------------------------------------------ shared
+
+    async def _act(self, name: str, arguments: Any) -> str:
+        result = await self.ctx.tool(name, arguments)
+        observation = result.observation
+        if self.reflector is not None and result.error_type != "loop":
+            reflection = await self.reflector.reflect(
+                self.ctx, task=self.task, action=name, arguments=arguments,
+                observation=observation, ok=result.ok, history=self.history)
+            await record_reflection(self.ctx, reflection)
+            observation = _with_suggestion(observation, reflection)
+        self.history.append({"action": name, "arguments": arguments})
+        return observation
+
+    async def _format_error(self, message: str, *, raw: str | None) -> str:
+        """The model broke the format: record it, count it, and tell the model what was wrong."""
+        self.ctx.totals.format_errors += 1
+        await self.ctx.emit(Step(kind="error", text=message, input=raw, status="error",
+                                 meta={"format_error": True}))
+        return f"Error: {message}"
+
+    async def _on_loop(self, name: str, arguments: Any, parent: int | None) -> str:
+        nudge = (f"You called {name} with the same arguments "
+                 f"{self.ctx.limits.max_repeats} times in a row; the result will not change. "
+                 "Try a different tool or different arguments, or give the final answer.")
+        reflection = Reflection(goal_achieved=False, plan_valid=False, suggestion=nudge,
+                                rule="loop")
+        await record_reflection(self.ctx, reflection, parent=parent)
+        return f"Error: repeated call not run. {nudge}"
+
+
+def _with_suggestion(observation: str, reflection: Reflection) -> str:
+    if reflection.plan_valid or not reflection.suggestion:
+        return observation
+    return f"{observation}\n\nReflection: {reflection.suggestion}"
+
+
+def _read_json_step(result: ChatResult) -> tuple[str, str, Any]:
+    text = unwrap_fence((result.text or "").strip())
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ParseError(f"the reply is not valid JSON ({exc.msg}). {JSON_FORMAT_HINT}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("action"), str):
+        raise ParseError(f"the reply has no \"action\" string. {JSON_FORMAT_HINT}")
+    action_input = data.get("action_input", "")
+    if not isinstance(action_input, dict | str):
+        action_input = json.dumps(action_input)
+    thought = data.get("thought")
+    return (thought if isinstance(thought, str) else ""), data["action"].strip(), action_input

@@ -1,0 +1,93 @@
+"""execute(): run one paradigm to its end, whatever happens, and always say how it ended."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from agentlab.llm.errors import LLMError
+from agentlab.paradigms.limits import BudgetExceeded, LoopDetected, RunCancelled, Totals
+from traces.schema import Step
+
+if TYPE_CHECKING:
+    from agentlab.paradigms.context import RunContext
+    from agentlab.paradigms.registry import Paradigm
+
+FinalStatus = Literal["succeeded", "failed", "cancelled", "timed_out"]
+
+
+@dataclass
+class RunOutcome:
+    status: FinalStatus
+    answer: str | None
+    error: str | None
+    totals: Totals
+
+
+async def execute(paradigm: Paradigm, ctx: RunContext, task: str) -> RunOutcome:
+    """Run `paradigm` on `task`; every ending gets a `final` step and a last sink.status()."""
+    await ctx.sink.status("running", {})
+    started = time.perf_counter()
+    status: FinalStatus = "succeeded"
+    answer: str | None = None
+    error: str | None = None
+    error_meta: dict[str, Any] = {}
+    # The paradigm runs in its own task so ctx.cancel() can interrupt whatever it awaits.
+    inner = asyncio.ensure_future(paradigm.run(ctx, task))
+    ctx._task = inner
+    timeout = asyncio.timeout(ctx.limits.total_timeout_s)
+    outer_cancelled = False
+    try:
+        async with timeout:
+            answer = await inner
+    except TimeoutError as exc:
+        if timeout.expired():
+            status, error = "timed_out", f"timed out after {ctx.limits.total_timeout_s:g} s"
+        else:  # a TimeoutError the paradigm let escape is a bug like any other
+            status, error = "failed", _describe(exc)
+            error_meta = {"exception": type(exc).__name__, "traceback": _tb(exc)}
+    except BudgetExceeded as exc:
+        status, error, error_meta = exc.status, exc.reason, {"limit": True}
+    except LoopDetected as exc:
+        status, error, error_meta = "failed", exc.reason, {"loop": True}
+    except (RunCancelled, asyncio.CancelledError):
+        # ctx.cancel() cancels only `inner`; a cancel of this task itself is re-raised below.
+        current = asyncio.current_task()
+        outer_cancelled = bool(current and current.cancelling())
+        status, error = "cancelled", "the run was cancelled"
+    except LLMError as exc:
+        status, error = "failed", str(exc) or exc.kind
+        error_meta = {"kind": exc.kind, "retryable": exc.retryable}
+    except Exception as exc:
+        status, error = "failed", _describe(exc)
+        error_meta = {"exception": type(exc).__name__, "traceback": _tb(exc)}
+    finally:
+        if not inner.done():
+            inner.cancel()
+    ctx.totals.wall_ms = (time.perf_counter() - started) * 1000
+    if status != "succeeded":
+        if status != "cancelled":
+            await ctx.emit(Step(kind="error", text=error or "", status="error",
+                                meta={"status": status, **error_meta}), counted=False)
+        answer = paradigm.partial_answer(ctx, error or status)
+    answer = answer if isinstance(answer, str) else ("" if answer is None else str(answer))
+    await ctx.emit(Step(kind="final", text=answer, output=answer,
+                        status="ok" if status == "succeeded" else "error",
+                        meta={"status": status, **({"error": error} if error else {})}),
+                   counted=False)
+    totals = ctx.totals.as_dict()
+    await ctx.sink.status(status, {"answer": answer, "error": error, "totals": totals})
+    if outer_cancelled:
+        raise asyncio.CancelledError  # someone cancelled the whole task: record, then obey
+    return RunOutcome(status=status, answer=answer, error=error, totals=ctx.totals)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _tb(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc))[-4000:]

@@ -1,0 +1,94 @@
+"""The recorder: persist, then publish; upsert by seq; runs left by a dead process."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+
+from traces.models import Run, Step
+from traces.recorder import Recorder, group_name, mark_interrupted
+from traces.schema import Step as StepRecord
+
+
+def make_run(user, **fields) -> Run:
+    return Run.objects.create(user=user, input="What is 2+2?", agent_name="t", paradigm="react",
+                              **fields)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_each_step_is_in_the_database_before_it_is_published(user):
+    run = await sync_to_async(make_run)(user)
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(group_name(run.pk), channel)
+    recorder = Recorder(run.pk)
+
+    await recorder.step(StepRecord(seq=1, kind="llm", name="m", status="running"))
+    message = await asyncio.wait_for(layer.receive(channel), 2)
+    assert message["type"] == "run.step" and message["seq"] == 1
+    # When the browser hears of a step, a reconnecting one can already read it back.
+    row = await Step.objects.aget(run=run, seq=1)
+    assert row.status == "running"
+
+    await recorder.step(StepRecord(seq=1, kind="llm", name="m", status="ok", tokens_in=12,
+                                   output={"text": "4"}))
+    await asyncio.wait_for(layer.receive(channel), 2)
+    row = await Step.objects.aget(run=run, seq=1)
+    assert (row.status, row.tokens_in, row.output) == ("ok", 12, {"text": "4"})
+    await run.arefresh_from_db()
+    assert run.step_count == 1  # an upsert of the same seq is still one step
+
+    await recorder.token(2, "Fo")
+    assert (await asyncio.wait_for(layer.receive(channel), 2))["delta"] == "Fo"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_status_updates_carry_answer_error_and_totals(user):
+    run = await sync_to_async(make_run)(user)
+    recorder = Recorder(run.pk, publish=False)
+    await recorder.status("running", {})
+    await run.arefresh_from_db()
+    assert run.status == "running" and run.started_at and run.worker.endswith(":" + str(
+        __import__("os").getpid()))
+    totals = {"llm_calls": 3, "tool_calls": 2, "tokens_in": 100, "tokens_out": 20,
+              "cost_usd": 0.5, "wall_ms": 1234.0, "format_errors": 1, "reflections": 0}
+    await recorder.status("succeeded", {"answer": "4", "error": None, "totals": totals})
+    await run.arefresh_from_db()
+    assert (run.status, run.final_answer, run.llm_calls, run.format_errors) == (
+        "succeeded", "4", 3, 1)
+    assert run.finished_at is not None
+
+
+@pytest.mark.django_db
+def test_runs_left_running_by_a_dead_process_become_interrupted(user):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    import socket
+
+    host = socket.gethostname()
+    orphan = make_run(user, status="running", worker=f"{host}:{dead.pid}")
+    alive = make_run(user, status="running", worker=f"{host}:1")  # pid 1 is alive
+    finished = make_run(user, status="succeeded", worker=f"{host}:{dead.pid}")
+    assert mark_interrupted() == 1
+    orphan.refresh_from_db()
+    alive.refresh_from_db()
+    finished.refresh_from_db()
+    assert orphan.status == "interrupted" and "resume" in orphan.error
+    assert alive.status == "running" and finished.status == "succeeded"
+
+
+@pytest.mark.django_db
+def test_a_user_sees_only_their_own_runs_and_staff_see_all(client, user, other_user, staff):
+    mine = make_run(user)
+    theirs = make_run(other_user)
+    client.force_login(user)
+    assert client.get(f"/runs/{mine.pk}/").status_code == 200
+    assert client.get(f"/runs/{theirs.pk}/").status_code == 404
+    listing = client.get("/runs/").content.decode()
+    assert f"/runs/{mine.pk}/" in listing and f"/runs/{theirs.pk}/" not in listing
+    client.force_login(staff)
+    assert client.get(f"/runs/{theirs.pk}/").status_code == 200

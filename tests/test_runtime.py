@@ -1,0 +1,301 @@
+"""The shared runtime (agentlab.paradigms.base): steps, budgets, hooks, execute()."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import ClassVar
+
+import pytest
+
+from agentlab.llm.errors import EndpointUnreachable
+from agentlab.paradigms.base import (
+    Approval,
+    BudgetExceeded,
+    Limits,
+    LoopDetected,
+    Paradigm,
+    execute,
+    get_paradigm,
+    paradigm_keys,
+    validate_params,
+)
+from agentlab.tools.decorator import tool
+from agentlab.tools.executor import ToolPolicy
+from tests.scripted_model import ScriptedModel, make_context, reply
+from traces.schema import Step
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look up the population of a city."""
+    return {"paris": "Paris has 2.1 million people."}.get(city.lower(), "No results")
+
+
+@tool
+async def nap(seconds: float) -> str:
+    """Sleep for a while."""
+    await asyncio.sleep(seconds)
+    return "rested"
+
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+async def test_llm_step_is_sent_running_then_finished_under_one_seq() -> None:
+    ctx, sink = make_context(ScriptedModel([reply("hello world", cost_usd=0.01)]))
+    result = await ctx.llm("agent", MESSAGES, temperature=0.2)
+    assert result.text == "hello world"
+    assert [(e.seq, e.status) for e in sink.events] == [(1, "running"), (1, "ok")]
+    (step,) = sink.steps
+    assert step.kind == "llm" and step.name == "scripted-model"
+    assert step.input["messages"] == MESSAGES and step.input["temperature"] == 0.2
+    assert set(step.input) == {"messages", "tools", "tool_choice", "response_format", "stop",
+                               "temperature", "max_tokens"}
+    assert step.output == result.to_dict()
+    assert (step.tokens_in, step.tokens_out, step.cost_usd) == (10, 5, 0.01)
+    assert step.meta == {"profile": "scripted", "attempts": 1, "ttft_ms": 0.5}
+    assert step.duration_ms is not None
+
+
+async def test_tokens_are_streamed_to_the_sink_under_the_step_seq() -> None:
+    ctx, sink = make_context(ScriptedModel([reply("hello brave world")]))
+    await ctx.emit(Step(kind="thought", text="first"))
+    await ctx.llm("agent", MESSAGES)
+    assert {seq for seq, _ in sink.tokens} == {2}
+    assert sink.text_of(2) == "hello brave world"
+
+
+async def test_totals_add_up_tokens_and_cost() -> None:
+    ctx, _ = make_context(ScriptedModel([reply("a", cost_usd=0.01), reply("b", cost_usd=0.02)]))
+    await ctx.llm("agent", MESSAGES)
+    await ctx.llm("agent", MESSAGES)
+    totals = ctx.totals.as_dict()
+    assert totals["llm_calls"] == 2 and totals["tokens_in"] == 20 and totals["tokens_out"] == 10
+    assert totals["cost_usd"] == pytest.approx(0.03)
+    assert {"wall_ms", "format_errors", "reflections", "model_ms", "tool_ms"} <= set(totals)
+
+
+async def test_roles_use_their_own_model_or_the_default() -> None:
+    planner = ScriptedModel([reply("plan")], profile_name="big")
+    ctx, _ = make_context(ScriptedModel([reply("x")]), models={"planner": planner})
+    assert (await ctx.llm("planner", MESSAGES)).text == "plan"
+    assert (await ctx.llm("solver", MESSAGES)).text == "x"
+
+
+async def test_token_budget_is_checked_before_the_call() -> None:
+    model = ScriptedModel([reply("a"), reply("b")])
+    ctx, _ = make_context(model, limits=Limits(token_budget=15))
+    await ctx.llm("agent", MESSAGES)
+    with pytest.raises(BudgetExceeded, match="budget of 15"):
+        await ctx.llm("agent", MESSAGES)
+    assert len(model.requests) == 1
+
+
+async def test_llm_call_limit() -> None:
+    ctx, _ = make_context(ScriptedModel([reply("a"), reply("b")]),
+                          limits=Limits(max_llm_calls=1))
+    await ctx.llm("agent", MESSAGES)
+    with pytest.raises(BudgetExceeded, match="1 LLM calls"):
+        await ctx.llm("agent", MESSAGES)
+
+
+async def test_step_limit_and_seqs_are_never_reused() -> None:
+    ctx, sink = make_context(ScriptedModel([]), limits=Limits(max_steps=3))
+    steps = [await ctx.emit(Step(kind="thought", text=str(i))) for i in range(3)]
+    steps[1].text = "edited"
+    await ctx.emit(steps[1])  # an update keeps its seq and does not count
+    assert [s.seq for s in sink.steps] == [1, 2, 3] and sink.steps[1].text == "edited"
+    with pytest.raises(BudgetExceeded, match="3 steps"):
+        await ctx.emit(Step(kind="thought"))
+
+
+async def test_llm_error_is_recorded_on_the_step_and_raised() -> None:
+    error = EndpointUnreachable("could not reach http://127.0.0.1:9/v1")
+    ctx, sink = make_context(ScriptedModel([error]))
+    with pytest.raises(EndpointUnreachable):
+        await ctx.llm("agent", MESSAGES)
+    (step,) = sink.steps
+    assert step.status == "error"
+    assert step.output == {"error": str(error), "kind": error.kind}
+
+
+async def test_tool_step_records_arguments_result_and_observation() -> None:
+    ctx, sink = make_context(ScriptedModel([]), [lookup])
+    result = await ctx.tool("lookup", {"city": "Paris"})
+    assert result.ok and "2.1 million" in result.observation
+    (step,) = sink.steps
+    assert (step.kind, step.name, step.status, step.input) == ("tool", "lookup", "ok",
+                                                                {"city": "Paris"})
+    assert step.output == result.to_dict() and step.text == result.observation
+    assert ctx.findings == [result.observation] and ctx.totals.tool_calls == 1
+
+
+async def test_tool_needing_approval_is_denied_without_an_approver() -> None:
+    ctx, sink = make_context(ScriptedModel([]), [lookup],
+                             policies={"lookup": ToolPolicy(needs_approval=True)})
+    result = await ctx.tool("lookup", {"city": "Paris"})
+    assert not result.ok
+    assert result.observation == ("Error: the user denied this call: "
+                                  "no approver is attached to this run")
+    approval, denied = sink.steps
+    assert approval.kind == "approval" and approval.meta["approved"] is False
+    assert denied.kind == "tool" and denied.status == "error"
+    assert ctx.totals.tool_calls == 0
+
+
+async def test_approver_can_approve_with_edited_arguments() -> None:
+    seen: list[tuple[str, dict]] = []
+
+    async def approver(step: Step) -> Approval:
+        seen.append((step.status, dict(step.input)))
+        return Approval(True, arguments={"city": "paris"})
+
+    ctx, sink = make_context(ScriptedModel([]), [lookup], approver=approver,
+                             policies={"lookup": ToolPolicy(needs_approval=True)})
+    result = await ctx.tool("lookup", {"city": "Lyon"})
+    assert result.ok and "2.1 million" in result.observation
+    assert seen == [("running", {"city": "Lyon"})]
+    assert [s.kind for s in sink.steps] == ["approval", "tool"]
+    assert sink.steps[0].meta["approved"] is True and sink.steps[1].input == {"city": "paris"}
+
+
+async def test_checkpoint_sees_the_pending_step_and_can_edit_its_input() -> None:
+    pending: list[tuple[str, str]] = []
+
+    async def checkpoint(step: Step) -> dict | None:
+        pending.append((step.kind, step.status))
+        return {"city": "Paris"} if step.kind == "tool" else None
+
+    ctx, sink = make_context(ScriptedModel([reply("ok")]), [lookup], checkpoint=checkpoint)
+    await ctx.llm("agent", MESSAGES)
+    result = await ctx.tool("lookup", {"city": "Rome"})
+    assert pending == [("llm", "running"), ("tool", "running")]
+    assert "2.1 million" in result.observation and sink.steps[1].meta["edited"] is True
+
+
+async def test_same_call_three_times_in_a_row_is_a_loop() -> None:
+    ctx, _ = make_context(ScriptedModel([]), [lookup])
+    await ctx.tool("lookup", {"city": "Rome"})
+    await ctx.tool("lookup", {"city": " Rome "})  # whitespace does not make it new
+    with pytest.raises(LoopDetected, match="lookup"):
+        await ctx.tool("lookup", {"city": "Rome"})
+
+
+# ---------------------------------------------------------------------- execute()
+
+
+class Scripted(Paradigm):
+    key: ClassVar[str] = "test-scripted"
+
+    def __init__(self, body) -> None:
+        self.body = body
+
+    async def run(self, ctx, task: str) -> str:
+        return await self.body(ctx, task)
+
+
+async def test_execute_success_emits_final_and_statuses() -> None:
+    async def body(ctx, task):
+        return (await ctx.llm("agent", [{"role": "user", "content": task}])).text
+
+    ctx, sink = make_context(ScriptedModel([reply("42")]))
+    outcome = await execute(Scripted(body), ctx, "6*7?")
+    assert (outcome.status, outcome.answer, outcome.error) == ("succeeded", "42", None)
+    assert sink.kinds() == ["llm", "final"]
+    assert sink.steps[-1].text == "42" and sink.steps[-1].meta["status"] == "succeeded"
+    assert sink.statuses[0] == ("running", {})
+    status, detail = sink.statuses[-1]
+    assert status == "succeeded" and set(detail) == {"answer", "error", "totals"}
+    assert detail["totals"]["llm_calls"] == 1 and detail["totals"]["wall_ms"] > 0
+
+
+async def test_execute_bug_fails_with_an_error_step() -> None:
+    async def body(ctx, task):
+        return len(None)  # type: ignore[arg-type]
+
+    ctx, sink = make_context(ScriptedModel([]))
+    outcome = await execute(Scripted(body), ctx, "q")
+    assert outcome.status == "failed" and outcome.error.startswith("TypeError: ")
+    assert sink.kinds() == ["error", "final"]
+    assert sink.steps[0].text.startswith("TypeError: ")
+    assert sink.statuses[-1][0] == "failed"
+
+
+async def test_execute_llm_error_fails_readably() -> None:
+    async def body(ctx, task):
+        return (await ctx.llm("agent", MESSAGES)).text
+
+    ctx, sink = make_context(ScriptedModel([EndpointUnreachable("model server is down")]))
+    outcome = await execute(Scripted(body), ctx, "q")
+    assert outcome.status == "failed" and "model server is down" in outcome.error
+    error = sink.of_kind("error")[0]
+    assert "model server is down" in error.text and error.meta["kind"] == "unreachable"
+
+
+async def test_execute_timeout_gives_a_partial_answer() -> None:
+    async def body(ctx, task):
+        await ctx.tool("lookup", {"city": "Paris"})
+        await ctx.tool("nap", {"seconds": 5})
+        return "never"
+
+    ctx, sink = make_context(ScriptedModel([]), [lookup, nap],
+                             limits=Limits(total_timeout_s=0.3))
+    outcome = await execute(Scripted(body), ctx, "q")
+    assert outcome.status == "timed_out" and "2.1 million" in outcome.answer
+    assert outcome.error == "timed out after 0.3 s"
+    assert sink.steps[-1].kind == "final" and sink.statuses[-1][0] == "timed_out"
+
+
+async def test_cancel_interrupts_a_running_tool() -> None:
+    async def body(ctx, task):
+        await ctx.tool("nap", {"seconds": 5})
+        return "never"
+
+    ctx, sink = make_context(ScriptedModel([]), [nap])
+    run = asyncio.create_task(execute(Scripted(body), ctx, "q"))
+    await asyncio.sleep(0.1)
+    ctx.cancel()
+    outcome = await asyncio.wait_for(run, 2)
+    assert outcome.status == "cancelled"
+    assert sink.steps[-1].kind == "final" and sink.statuses[-1][0] == "cancelled"
+    (nap_step,) = sink.of_kind("tool")  # not left "running" in the trace
+    assert nap_step.status == "error" and nap_step.meta["interrupted"] is True
+
+
+# ---------------------------------------------------------------------- registry
+
+
+def test_validate_params_fills_defaults() -> None:
+    assert validate_params("react", {}) == {"mode": "function_calling", "max_iterations": 8,
+                                            "reflector": "none"}
+    assert validate_params("react", {"mode": "text"})["mode"] == "text"
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"mode": "telepathy"}, "mode"), ({"max_iterations": 0}, "max_iterations"),
+    ({"colour": "red"}, "colour"),
+])
+def test_validate_params_names_the_bad_field(params: dict, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        validate_params("react", params)
+
+
+def test_get_paradigm_lists_known_keys() -> None:
+    assert get_paradigm("react").label == "ReAct"
+    assert "react" in paradigm_keys()
+    with pytest.raises(KeyError, match="known paradigms: .*react"):
+        get_paradigm("telepathy")
+
+
+async def test_cancelling_the_task_itself_records_then_propagates() -> None:
+    async def body(ctx, task):
+        await ctx.tool("nap", {"seconds": 5})
+        return "never"
+
+    ctx, sink = make_context(ScriptedModel([]), [nap])
+    run = asyncio.create_task(execute(Scripted(body), ctx, "q"))
+    await asyncio.sleep(0.1)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert sink.steps[-1].kind == "final" and sink.statuses[-1][0] == "cancelled"
