@@ -257,3 +257,9 @@ async def test_function_calling_through_the_real_client_and_http(fake_llm, fake_
     second = fake_llm.requests[1]["messages"]
     assert second[-1]["role"] == "tool" and second[-1]["content"] == "Paris has 2.1 million people."
     assert outcome.totals.cost_usd > 0 and outcome.totals.tokens_in == 20
+
+
+async def test_an_empty_reply_is_a_format_error_not_an_answer() -> None:
+    outcome, sink, model, ctx = await run("function_calling", [reply(""), reply("2.1 million")])
+    assert outcome.answer == "2.1 million" and ctx.totals.format_errors == 1
+    assert "reply was empty" in model.requests[1]["messages"][-1]["content"]

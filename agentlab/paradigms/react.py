@@ -58,6 +58,7 @@ class ReAct(Paradigm):
         """Loop thought → action → observation until an answer or max_iterations."""
         params = {**{k: v["default"] for k, v in self.params_schema["properties"].items()},
                   **ctx.params}
+        # Per-run state on the instance: the runner builds one instance per run.
         self.ctx, self.task = ctx, task
         self.reflector = make_reflector(params["reflector"])
         self.history: list[dict[str, Any]] = []
@@ -89,7 +90,13 @@ class ReAct(Paradigm):
     async def _turn_tools(self, messages: list[dict[str, Any]]) -> str | None:
         result = await self.ctx.llm("agent", messages, tools=self.ctx.executor.openai_tools())
         if not result.tool_calls:
-            return (result.text or "").strip()
+            if answer := (result.text or "").strip():
+                return answer
+            # Small models sometimes send nothing at all; say so instead of answering "".
+            error = await self._format_error("the reply was empty; call a tool or write the "
+                                             "answer as plain text", raw=result.text)
+            messages.append({"role": "user", "content": error})
+            return None
         if (result.text or "").strip():
             await self.ctx.emit(Step(kind="thought", text=result.text.strip()))
         messages.append({"role": "assistant", "content": result.text or None, "tool_calls": [

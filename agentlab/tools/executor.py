@@ -7,8 +7,10 @@ model can read and recover from, and the full output is always kept beside what 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
+import threading
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -57,6 +59,34 @@ def truncate(text: str, limit: int) -> tuple[str, bool]:
     if limit <= 0 or len(text) <= limit:
         return text, False
     return f"{text[:limit]}\n[truncated: {len(text):,} characters, first {limit:,} shown]", True
+
+
+def _in_daemon_thread(fn: Any, kwargs: dict[str, Any]) -> asyncio.Future[Any]:
+    """Run a sync tool in its own daemon thread. A thread cannot be killed, so on a timeout the
+    run goes on and the late result is dropped; unlike asyncio.to_thread, a hung tool then
+    never holds up the loop's shutdown or the process's exit."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is None:
+            future.set_result(value)
+        else:
+            future.set_exception(error)
+
+    def target() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (fn(**kwargs), None)
+        except Exception as exc:
+            outcome = (None, exc)
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=target, name=f"tool-{getattr(fn, '__name__', 'tool')}",
+                     daemon=True).start()
+    return future
 
 
 class ToolExecutor:
@@ -131,9 +161,7 @@ class ToolExecutor:
             if spec.is_async:
                 value = await asyncio.wait_for(spec.fn(**args), limit)
             else:
-                # A thread cannot be killed: on timeout the run goes on and the thread's
-                # eventual result is dropped.
-                value = await asyncio.wait_for(asyncio.to_thread(spec.fn, **args), limit)
+                value = await asyncio.wait_for(_in_daemon_thread(spec.fn, args), limit)
         except TimeoutError:
             return fail("timeout", f"tool {name} timed out after {limit:g} s", args)
         except Exception as exc:  # a tool's bug is an observation, not the end of the run

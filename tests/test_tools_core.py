@@ -1,0 +1,185 @@
+"""@tool schemas and the executor: validation, coercion, refusals, timeouts, truncation."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from typing import Annotated, Literal
+
+import pytest
+
+from agentlab.tools.decorator import tool
+from agentlab.tools.executor import ToolExecutor, ToolPolicy, truncate
+
+
+class Unit(enum.Enum):
+    C = "celsius"
+    F = "fahrenheit"
+
+
+@tool
+def forecast(
+    city: Annotated[str, "city name"],
+    days: int = 1,
+    unit: Unit = Unit.C,
+    detail: Literal["short", "long"] = "short",
+    hours: list[int] | None = None,
+    ratio: float = 0.5,
+    alerts: bool = False,
+) -> dict:
+    """Forecast for a city.
+
+    More prose that the LLM does not need.
+    """
+    return {"city": city, "days": days, "unit": unit, "detail": detail, "hours": hours}
+
+
+@tool(name="lookup", description="Look a word up", side_effects=True, category="demo")
+async def _lookup(word: str) -> str:
+    """Ignored docstring.
+
+    Args:
+        word: the word to look up
+    """
+    return f"{word}: a word"
+
+
+@tool
+def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    time.sleep(seconds)
+    return "done"
+
+
+@tool
+async def slow_async(seconds: float) -> str:
+    """Sleep (async), then answer."""
+    await asyncio.sleep(seconds)
+    return "done"
+
+
+@tool
+def broken(x: int) -> int:
+    """Always raises."""
+    raise ValueError(f"cannot handle {x}")
+
+
+@tool
+def big() -> str:
+    """A long observation."""
+    return "x" * 18_211
+
+
+def run(executor: ToolExecutor, name: str, args):
+    return asyncio.run(executor.run(name, args))
+
+
+EX = ToolExecutor({t.name: t for t in (forecast, _lookup, slow, slow_async, broken, big)})
+
+
+def test_schema_from_every_kind_of_hint():
+    params = forecast.parameters
+    props = params["properties"]
+    assert forecast.description == "Forecast for a city."
+    assert params["required"] == ["city"] and params["additionalProperties"] is False
+    assert props["city"] == {"type": "string", "description": "city name"}
+    assert props["days"] == {"type": "integer", "default": 1}
+    assert props["unit"] == {"type": "string", "enum": ["celsius", "fahrenheit"],
+                             "default": "celsius"}
+    assert props["detail"] == {"type": "string", "enum": ["short", "long"], "default": "short"}
+    assert props["hours"] == {"type": "array", "items": {"type": "integer"}}
+    assert props["ratio"] == {"type": "number", "default": 0.5}
+    assert props["alerts"] == {"type": "boolean", "default": False}
+    assert not forecast.is_async and forecast.openai_schema()["type"] == "function"
+
+
+def test_options_docstring_args_and_async_detection():
+    assert _lookup.name == "lookup" and _lookup.description == "Look a word up"
+    assert _lookup.is_async and _lookup.side_effects and _lookup.category == "demo"
+    assert _lookup.parameters["properties"]["word"]["description"] == "the word to look up"
+
+
+def test_safe_coercion_and_a_bare_string_for_a_single_parameter():
+    result = run(EX, "forecast", {"city": "Paris", "days": "3", "ratio": "2.5",
+                                  "alerts": "true", "hours": "[1, 2]"})
+    assert result.ok and result.arguments == {"city": "Paris", "days": 3, "ratio": 2.5,
+                                              "alerts": True, "hours": [1, 2]}
+    assert run(EX, "lookup", "serendipity").output == "serendipity: a word"
+    assert run(EX, "forecast", '{"city": "Rome"}').arguments == {"city": "Rome"}
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ({}, "'city' is a required property"),
+    ({"city": "Paris", "days": "many"}, "field 'days': expected integer, got 'many'"),
+    ({"city": "Paris", "detail": "medium"}, "field 'detail': 'medium' is not one of"),
+    ({"city": "Paris", "colour": "red"}, "'colour' was unexpected"),
+])
+def test_validation_errors_name_the_field(args, expected):
+    result = run(EX, "forecast", args)
+    assert not result.ok and result.error_type == "validation"
+    assert result.observation.startswith("Error: invalid arguments for forecast")
+    if expected:
+        assert expected in result.observation
+
+
+def test_text_where_an_object_is_needed_is_refused():
+    result = run(EX, "broken", "just text")
+    assert result.error_type == "validation"
+    assert "expected a JSON object with the fields x, got the text 'just text'" in result.error
+
+
+def test_unknown_tool_lists_the_available_ones():
+    result = run(EX, "get_wether", {"city": "Paris"})
+    assert result.error_type == "unknown_tool"
+    assert "'get_wether'" in result.observation and "forecast, lookup" in result.observation
+
+
+def test_an_exception_is_an_observation_with_type_and_message():
+    result = run(EX, "broken", {"x": 3})
+    assert result.error_type == "exception"
+    assert result.observation == "Error: broken raised ValueError: cannot handle 3"
+
+
+@pytest.mark.parametrize("name", ["slow", "slow_async"])
+def test_sync_and_async_tools_time_out(name):
+    executor = ToolExecutor({t.name: t for t in (slow, slow_async)},
+                            {name: ToolPolicy(timeout_s=0.2)})
+    started = time.perf_counter()
+    result = run(executor, name, {"seconds": 2})
+    assert time.perf_counter() - started < 1.5
+    assert result.error_type == "timeout"
+    assert result.observation == f"Error: tool {name} timed out after 0.2 s"
+    # The run's own tool timeout caps the policy's.
+    capped = asyncio.run(ToolExecutor({name: executor.tools[name]}).run(
+        name, {"seconds": 2}, timeout_s=0.1))
+    assert capped.error == f"tool {name} timed out after 0.1 s"
+
+
+def test_long_observations_are_cut_for_the_llm_but_kept_whole():
+    result = run(EX, "big", {})
+    assert result.truncated and len(result.output) == 18_211
+    assert result.observation.endswith("[truncated: 18,211 characters, first 4,000 shown]")
+    assert result.observation.startswith("x" * 4000)
+    assert truncate("short", 10) == ("short", False)
+
+
+def test_permission_disabled_and_approval():
+    policies = {"forecast": ToolPolicy(allowed_groups=frozenset({"meteo"})),
+                "big": ToolPolicy(enabled=False), "lookup": ToolPolicy(needs_approval=True)}
+    outsider = ToolExecutor(EX.tools, policies, user_groups=["sales"])
+    assert "forecast" not in outsider.names and "big" not in outsider.names
+    denied = run(outsider, "forecast", {"city": "Paris"})
+    assert denied.error_type == "permission" and "permission denied" in denied.observation
+    assert run(outsider, "big", {}).error_type == "disabled"
+    assert outsider.needs_approval("lookup") and not outsider.needs_approval("forecast")
+    assert run(ToolExecutor(EX.tools, policies, user_groups=["meteo"]), "forecast",
+               {"city": "Paris"}).ok
+    assert run(ToolExecutor(EX.tools, policies, is_superuser=True), "forecast",
+               {"city": "Paris"}).ok
+
+
+def test_describe_lists_arguments_for_text_prompts():
+    line = EX.describe().splitlines()[0]
+    assert line.startswith("forecast(city: string, days: integer?")
+    assert line.endswith("Forecast for a city.")
