@@ -153,3 +153,17 @@ async def test_unknown_model_and_context_too_long(fake_llm, fake_profile):
     with pytest.raises(ContextTooLong, match="too long"):
         await OpenAIChatModel(fake_profile).chat(HELLO)
     assert len(fake_llm.requests) == 2  # neither is retried
+
+
+async def test_a_json_schema_is_resent_in_llama_cpp_form_when_the_server_asks(
+        fake_llm, fake_profile):
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    fake_llm.script(Fail(422, "response_format.type: Input should be 'text' or 'json_object'"),
+                    Reply(text='{"a": "1"}'), Reply(text='{"a": "2"}'))
+    model = OpenAIChatModel(fake_profile)
+    assert (await model.chat(HELLO, response_format=fmt)).text == '{"a": "1"}'
+    assert (await model.chat(HELLO, response_format=fmt)).text == '{"a": "2"}'
+    sent = [r["response_format"] for r in fake_llm.requests]
+    assert sent == [fmt, {"type": "json_object", "schema": schema},
+                    {"type": "json_object", "schema": schema}]  # learnt once per profile

@@ -12,7 +12,7 @@ from typing import Any
 
 import openai
 
-from agentlab.llm.errors import ContextTooLong, LLMError, translate
+from agentlab.llm.errors import BadResponse, ContextTooLong, LLMError, translate
 from agentlab.llm.local_server import MODEL_NAME as DEFAULT_MODEL  # noqa: E402
 from agentlab.llm.types import ChatResult, ProfileConfig, TokenCallback, ToolCall, Usage
 
@@ -39,6 +39,8 @@ class OpenAIChatModel:
         self.profile = profile
         self.profile_name = profile.name
         self._clients: dict[str, openai.AsyncOpenAI] = {}
+        # Profiles whose server wants llama.cpp's {"type": "json_object", "schema": …} form.
+        self._schema_as_json_object: set[str] = set()
 
     def _client(self, p: ProfileConfig) -> openai.AsyncOpenAI:
         if p.name not in self._clients:
@@ -103,18 +105,38 @@ class OpenAIChatModel:
             kwargs["temperature"] = temperature
         if max_tokens:
             kwargs["max_tokens"] = max_tokens
+        if p.name in self._schema_as_json_object:
+            kwargs["response_format"] = _as_json_object(kwargs.get("response_format"))
         started = time.perf_counter()
         try:
-            if on_token is None:
-                response = await self._client(p).chat.completions.create(**kwargs)
-                result = _from_response(response)
-            else:
-                result = await self._stream(p, kwargs, on_token, started)
+            result = await self._send(p, kwargs, on_token, started)
+        except openai.APIStatusError as exc:
+            # llama-cpp-python's server takes a schema only as {"type": "json_object",
+            # "schema": …}; OpenAI and vLLM take "json_schema". Learn which, once per profile.
+            converted = _as_json_object(kwargs.get("response_format"))
+            if converted is kwargs.get("response_format") or "json_object" not in str(exc.body):
+                raise self._error(exc, p, model) from None
+            self._schema_as_json_object.add(p.name)
+            kwargs["response_format"] = converted
+            try:
+                result = await self._send(p, kwargs, on_token, started)
+            except openai.OpenAIError as exc2:
+                raise self._error(exc2, p, model) from None
         except openai.OpenAIError as exc:
-            raise translate(exc, profile=p.name, base_url=p.base_url, model=model,
-                            key_env=p.api_key_env, timeout_s=p.timeout_s) from None
+            raise self._error(exc, p, model) from None
         latency = (time.perf_counter() - started) * 1000
         return _with(result, latency_ms=latency, profile=p.name, cost_usd=p.cost(result.usage))
+
+    async def _send(self, p: ProfileConfig, kwargs: dict[str, Any],
+                    on_token: TokenCallback | None, started: float) -> ChatResult:
+        if on_token is None:
+            return _from_response(await self._client(p).chat.completions.create(**kwargs))
+        return await self._stream(p, kwargs, on_token, started)
+
+    @staticmethod
+    def _error(exc: Exception, p: ProfileConfig, model: str) -> LLMError:
+        return translate(exc, profile=p.name, base_url=p.base_url, model=model,
+                         key_env=p.api_key_env, timeout_s=p.timeout_s)
 
     async def _stream(self, p: ProfileConfig, kwargs: dict[str, Any],
                       on_token: TokenCallback, started: float) -> ChatResult:
@@ -156,7 +178,7 @@ class OpenAIChatModel:
 
 def _from_response(response: Any) -> ChatResult:
     if not getattr(response, "choices", None):
-        raise LLMError("the endpoint answered without any choice")
+        raise BadResponse("the endpoint answered without any choice")
     choice = response.choices[0]
     message = choice.message
     calls = [parse_tool_call(tc.id or f"call_{i}", tc.function.name, tc.function.arguments or "")
@@ -165,6 +187,13 @@ def _from_response(response: Any) -> ChatResult:
         if response.usage else Usage()
     return ChatResult(text=message.content or "", tool_calls=calls,
                       finish_reason=choice.finish_reason, usage=usage, model=response.model or "")
+
+
+def _as_json_object(fmt: Any) -> Any:
+    """OpenAI's json_schema response format in llama.cpp's json_object form (else unchanged)."""
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        return {"type": "json_object", "schema": fmt.get("json_schema", {}).get("schema", {})}
+    return fmt
 
 
 def _with(result: ChatResult, **changes: Any) -> ChatResult:

@@ -1,0 +1,52 @@
+"""get_weather and get_air_quality over a shipped demo dataset (no network, reproducible)."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any
+
+from agentlab.tools.decorator import tool
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "weather_demo.json"
+
+
+def _key(name: str) -> str:
+    """Case- and accent-insensitive: 'sao paulo' finds 'São Paulo'."""
+    folded = unicodedata.normalize("NFKD", name.strip().casefold())
+    return "".join(c for c in folded if not unicodedata.combining(c))
+
+
+@cache
+def _dataset() -> tuple[str, dict[str, tuple[str, dict[str, Any]]]]:
+    raw = json.loads(DATA.read_text(encoding="utf-8"))
+    return raw["note"], {_key(city): (city, row) for city, row in raw["cities"].items()}
+
+
+def _city(city: str) -> tuple[str, str, dict[str, Any]]:
+    note, cities = _dataset()
+    found = cities.get(_key(city.split(",")[0]))
+    if found is None:
+        known = ", ".join(sorted(name for name, _ in cities.values())[:12])
+        raise ValueError(f"no demo data for {city!r}. Cities with data include: {known}")
+    return note, *found
+
+
+@tool(category="weather")
+def get_weather(city: Annotated[str, "city name, e.g. Paris"]) -> dict:
+    """Current weather for a city (demo data): temperature, condition, humidity, wind."""
+    note, name, row = _city(city)
+    return {"city": name, "country": row["country"], **row["weather"], "source": note}
+
+
+@tool(category="weather")
+def get_air_quality(city: Annotated[str, "city name, e.g. Delhi"]) -> dict:
+    """Air quality for a city (demo data): AQI, PM2.5, PM10 and the main pollutant."""
+    note, name, row = _city(city)
+    aqi = row["air_quality"]["aqi"]
+    level = ("good" if aqi <= 50 else "moderate" if aqi <= 100 else
+             "unhealthy for sensitive groups" if aqi <= 150 else "unhealthy")
+    return {"city": name, "country": row["country"], **row["air_quality"], "level": level,
+            "source": note}
