@@ -29,7 +29,7 @@ def _city(city: str) -> tuple[str, str, dict[str, Any]]:
     note, cities = _dataset()
     found = cities.get(_key(city.split(",")[0]))
     if found is None:
-        known = ", ".join(sorted(name for name, _ in cities.values())[:12])
+        known = ", ".join(sorted(name for name, _ in cities.values()))
         raise ValueError(f"no demo data for {city!r}. Cities with data include: {known}")
     return note, *found
 
