@@ -8,7 +8,7 @@ import sys
 
 
 def main() -> None:
-    if sys.version_info < (3, 12):
+    if sys.version_info < (3, 12):  # noqa: UP036 (a clear message for a 3.11 interpreter)
         sys.exit(
             f"Agent Lab needs Python 3.12 or newer (Django 6.1); this is {sys.version.split()[0]}. "
             "Use .venv/bin/python or run scripts/run."

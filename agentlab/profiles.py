@@ -9,6 +9,7 @@ from agentlab.llm.local_server import MODEL_NAME, local_base_url
 from agentlab.llm.types import ProfileConfig
 from agentlab.models import ModelProfile
 
+
 def to_config(
     profile: ModelProfile, *, resolve_local: bool = True, _seen: frozenset[int] = frozenset()
 ) -> ProfileConfig:

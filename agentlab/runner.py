@@ -59,8 +59,8 @@ def snapshot(agent: Agent) -> dict[str, Any]:
 def profile_from_dict(data: dict[str, Any]) -> ProfileConfig:
     """The inverse of dataclasses.asdict, with the embedded model's current URL filled in."""
     fallback = data.get("fallback")
-    config = ProfileConfig(**{**data, "fallback": profile_from_dict(fallback) if fallback else None})
-    return resolve_url(config)
+    chain = profile_from_dict(fallback) if fallback else None
+    return resolve_url(ProfileConfig(**{**data, "fallback": chain}))
 
 
 def build_context(snap: dict[str, Any], *, sink: Any, user_groups: list[str] | None = None,

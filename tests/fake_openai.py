@@ -9,6 +9,8 @@ test needs a real model.
 from __future__ import annotations
 
 import json
+import socket
+import sys
 import threading
 import time
 import uuid
@@ -20,38 +22,87 @@ from typing import Any
 
 @dataclass
 class Reply:
+    """One completion. Streamed, text goes out 4 characters a chunk and each tool call's
+    arguments in two halves; `chunk_delay_s` paces the chunks (slow-model and TTFT tests)."""
+
     text: str = ""
     tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (name, raw JSON args)
-    usage: tuple[int, int] = (10, 5)
-    finish_reason: str | None = None
+    usage: tuple[int, int] = (10, 5)  # (prompt_tokens, completion_tokens)
+    finish_reason: str | None = None  # default: "tool_calls" if there are any, else "stop"
     model: str = "scripted-model"
+    chunk_delay_s: float = 0.0
+    repeat_tool_names: bool = False  # llama.cpp style: the name in every tool-call delta
 
 
 @dataclass
 class Fail:
+    """An OpenAI-shaped error: {"error": {"message", "type", "code"}} with this HTTP status."""
+
     status: int
     message: str = ""
     code: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)  # e.g. {"Retry-After": "1"}
+
+    @classmethod
+    def context_too_long(cls, limit: int = 4096) -> Fail:
+        return cls(400, f"This model's maximum context length is {limit} tokens. However, your "
+                        "messages resulted in more tokens.", "context_length_exceeded")
+
+    @classmethod
+    def unknown_model(cls, model: str = "nope") -> Fail:
+        return cls(404, f"The model `{model}` does not exist or you do not have access to it.",
+                   "model_not_found")
+
+    @classmethod
+    def bad_key(cls) -> Fail:
+        return cls(401, "Incorrect API key provided.", "invalid_api_key")
 
 
 @dataclass
 class Delay:
+    """Wait before answering (a slow endpoint, or one past the client's timeout)."""
+
     seconds: float
     then: Reply | Fail
 
 
-Scripted = Reply | Fail | Delay
+@dataclass
+class Drop:
+    """Close the connection without an answer (a crashed or restarting server)."""
+
+
+@dataclass
+class BrokenStream:
+    """Open the SSE stream, send the first `after` chunks of `reply`, then hang up without
+    [DONE]. `BrokenStream()` is what llama.cpp's server does for a streamed "auto" tool call."""
+
+    reply: Reply = field(default_factory=lambda: Reply(text="never finished"))
+    after: int = 0
+
+
+Scripted = Reply | Fail | Delay | Drop | BrokenStream
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+                403: "permission_error", 404: "not_found_error", 429: "rate_limit_error"}
 
 
 class FakeOpenAI:
-    """`with FakeOpenAI() as server: server.script(Reply("hi")); ... server.requests`."""
+    """`with FakeOpenAI() as server: server.script(Reply("hi"), Fail(429)); ...`.
+
+    Scripted items answer in order; when none is left, `responder(body)` answers (it may return
+    a plain string: a text reply); with neither, a 400 (not retried) says the script is
+    exhausted.
+    `requests` holds every JSON body received, `headers` the matching request headers
+    (lower-case names).
+    """
 
     def __init__(self) -> None:
-        self.queue: list[Scripted] = []
-        self.responder: Callable[[dict[str, Any]], Scripted] | None = None
+        self.queue: list[Scripted | str] = []
+        self.responder: Callable[[dict[str, Any]], Scripted | str] | None = None
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.omit_stream_usage = False  # like llama.cpp's server, which sends no usage chunk
         self.lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.httpd = _QuietServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -59,7 +110,12 @@ class FakeOpenAI:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
-    def script(self, *items: Scripted) -> FakeOpenAI:
+    @property
+    def last_request(self) -> dict[str, Any]:
+        assert self.requests, "the fake server has received no request"
+        return self.requests[-1]
+
+    def script(self, *items: Scripted | str) -> FakeOpenAI:
         with self.lock:
             self.queue.extend(items)
         return self
@@ -68,16 +124,21 @@ class FakeOpenAI:
         with self.lock:
             self.queue.clear()
             self.requests.clear()
+            self.headers.clear()
             self.responder = None
+            self.omit_stream_usage = False
 
-    def next_reply(self, body: dict[str, Any]) -> Scripted:
+    def next_reply(self, body: dict[str, Any], headers: dict[str, str]) -> Scripted:
         with self.lock:
             self.requests.append(body)
-            if self.queue:
-                return self.queue.pop(0)
-        if self.responder is not None:
-            return self.responder(body)
-        return Fail(500, "fake server: script exhausted (no scripted reply left)")
+            self.headers.append(headers)
+            item = self.queue.pop(0) if self.queue else None
+        if item is None and self.responder is not None:
+            item = self.responder(body)
+        if item is None:
+            return Fail(400, f"fake server: script exhausted — request #{len(self.requests)} "
+                             "has no scripted reply (script more items or set .responder)")
+        return Reply(text=item) if isinstance(item, str) else item
 
     def start(self) -> FakeOpenAI:
         self.thread.start()
@@ -92,6 +153,13 @@ class FakeOpenAI:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out and hung up is what timeout tests do; don't print it.
+        if not isinstance(sys.exception(), ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def _tool_calls(reply: Reply) -> list[dict[str, Any]]:
@@ -115,7 +183,7 @@ def completion(reply: Reply) -> dict[str, Any]:
     }
 
 
-def chunks(reply: Reply) -> list[dict[str, Any]]:
+def chunks(reply: Reply, include_usage: bool = True) -> list[dict[str, Any]]:
     """The same reply as stream chunks: text in small pieces, tool-call arguments split too."""
     base = {"id": "chatcmpl-stream", "object": "chat.completion.chunk",
             "created": int(time.time()), "model": reply.model}
@@ -131,11 +199,13 @@ def chunks(reply: Reply) -> list[dict[str, Any]]:
                                           "function": {"name": name, "arguments": ""}}]}))
         half = len(args) // 2
         for piece in (args[:half], args[half:]):
-            out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
+            fn = {"arguments": piece, **({"name": name} if reply.repeat_tool_names else {})}
+            out.append(chunk({"tool_calls": [{"index": i, "function": fn}]}))
     out.append(chunk({}, reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")))
-    out.append({**base, "choices": [], "usage": {
-        "prompt_tokens": reply.usage[0], "completion_tokens": reply.usage[1],
-        "total_tokens": sum(reply.usage)}})
+    if include_usage:  # as OpenAI: only with stream_options={"include_usage": true}
+        out.append({**base, "choices": [], "usage": {
+            "prompt_tokens": reply.usage[0], "completion_tokens": reply.usage[1],
+            "total_tokens": sum(reply.usage)}})
     return out
 
 
@@ -146,11 +216,14 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: Any) -> None:
             pass
 
-        def _json(self, status: int, payload: dict[str, Any]) -> None:
+        def _json(self, status: int, payload: dict[str, Any],
+                  headers: dict[str, str] | None = None) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
 
@@ -164,28 +237,39 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
-            body["_authorization"] = self.headers.get("Authorization", "")
-            item = server.next_reply(body)
+            item = server.next_reply(body, {k.lower(): v for k, v in self.headers.items()})
             if isinstance(item, Delay):
                 time.sleep(item.seconds)
                 item = item.then
+            if isinstance(item, Drop):
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
             if isinstance(item, Fail):
                 self._json(item.status, {"error": {
                     "message": item.message or f"scripted failure {item.status}",
-                    "type": "scripted", "code": item.code}})
+                    "type": _ERROR_TYPES.get(item.status, "server_error"), "code": item.code}},
+                    item.headers)
                 return
-            if not body.get("stream"):
-                self._json(200, completion(item))
+            broken = item if isinstance(item, BrokenStream) else None
+            reply = broken.reply if broken else item
+            if not body.get("stream") and not broken:
+                self._json(200, completion(reply))
                 return
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
             self.end_headers()
-            for piece in chunks(item):
+            wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            pieces = chunks(reply, wants_usage and not server.omit_stream_usage)
+            for piece in pieces[:broken.after] if broken else pieces:
+                if reply.chunk_delay_s:
+                    time.sleep(reply.chunk_delay_s)
                 self.wfile.write(f"data: {json.dumps(piece)}\n\n".encode())
                 self.wfile.flush()
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
+            if not broken:
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
             self.close_connection = True
 
     return Handler

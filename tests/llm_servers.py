@@ -11,6 +11,20 @@ from agentlab.llm.types import ProfileConfig
 from tests.fake_openai import FakeOpenAI
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Also declared in pyproject.toml; repeated here so the plugin works on its own.
+    config.addinivalue_line(
+        "markers", "embedded: needs the embedded SmolLM2 model server (session fixture)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A test that uses the real model is an `embedded` test, marked or not, so that
+    # `-m "not embedded"` always leaves the model server unstarted.
+    for item in items:
+        if {"embedded_llm", "embedded_profile"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.embedded)
+
+
 @pytest.fixture(scope="session")
 def _fake_llm_server() -> Iterator[FakeOpenAI]:
     with FakeOpenAI() as server:
@@ -19,6 +33,7 @@ def _fake_llm_server() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 def fake_llm(_fake_llm_server: FakeOpenAI) -> Iterator[FakeOpenAI]:
+    """A scripted OpenAI-compatible server, empty for each test (one socket, reset between)."""
     _fake_llm_server.reset()
     yield _fake_llm_server
     _fake_llm_server.reset()

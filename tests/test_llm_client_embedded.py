@@ -5,6 +5,8 @@ clever."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from agentlab.llm.client import OpenAIChatModel
@@ -57,3 +59,43 @@ async def test_the_embedded_model_follows_a_json_schema(embedded_profile):
         [{"role": "user", "content": "What is 2 + 2? Reply in JSON."}], max_tokens=60,
         response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": schema}})
     assert "answer" in json.loads(result.text)
+
+
+async def test_auto_tool_choice_and_a_streamed_tool_call(embedded_profile):
+    # With tool_choice="auto" (temperature 0) SmolLM2 picks get_weather for this question; with
+    # no tool_choice at all llama.cpp answers in prose, and "required" is a 500 there.
+    model = OpenAIChatModel(embedded_profile)
+    question = [{"role": "user", "content": "What is the weather in Paris?"}]
+    auto = await model.chat(question, tools=[WEATHER_TOOL], tool_choice="auto", max_tokens=60)
+    assert [c.name for c in auto.tool_calls] == ["get_weather"], auto
+    streamed = await model.chat(question, tools=[WEATHER_TOOL], max_tokens=60,
+                                tool_choice={"type": "function",
+                                             "function": {"name": "get_weather"}},
+                                on_token=lambda d: None)
+    assert [c.name for c in streamed.tool_calls] == ["get_weather"], streamed
+    assert streamed.tool_calls[0].arguments == auto.tool_calls[0].arguments
+    assert streamed.usage_estimated  # llama.cpp sends no usage chunk when streaming
+
+
+async def test_an_automatic_tool_choice_works_streamed(embedded_profile):
+    # llama.cpp cannot stream an "auto" tool call (its stream breaks at once); the client asks
+    # again unstreamed, so a streaming caller still gets the call.
+    tokens: list[str] = []
+    result = await OpenAIChatModel(embedded_profile).chat(
+        [{"role": "system", "content": "You are a helpful assistant with tools."},
+         {"role": "user", "content": "What is the weather in Paris?"}],
+        tools=[WEATHER_TOOL], on_token=tokens.append, max_tokens=60)
+    assert [c.name for c in result.tool_calls] == ["get_weather"], result
+    assert result.tool_calls[0].arguments and result.finish_reason == "tool_calls"
+
+
+async def test_two_streams_at_once_both_finish(embedded_profile):
+    # The server runs with --interrupt_requests False: a second request must not cut the first.
+    model = OpenAIChatModel(embedded_profile)
+    prompts = ["Name three colours.", "Name three animals."]
+    results = await asyncio.gather(*(
+        model.chat([{"role": "user", "content": p}], max_tokens=24, on_token=lambda d: None)
+        for p in prompts))
+    for result in results:
+        assert result.text.strip() and result.finish_reason in {"stop", "length"}
+        assert result.attempts == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import time
 
 import pytest
 
@@ -12,12 +13,13 @@ from agentlab.llm.errors import (
     AuthenticationFailed,
     ContextTooLong,
     EndpointUnreachable,
+    LLMError,
     LLMTimeout,
     RateLimited,
     UnknownModel,
 )
-from agentlab.llm.types import ProfileConfig
-from tests.fake_openai import Delay, Fail, Reply
+from agentlab.llm.types import ChatResult, ProfileConfig
+from tests.fake_openai import BrokenStream, Delay, Fail, Reply
 
 HELLO = [{"role": "user", "content": "hello"}]
 WEATHER_TOOL = {"type": "function", "function": {
@@ -59,6 +61,16 @@ async def test_when_retries_are_spent_the_fallback_profile_answers(fake_llm, fak
     assert result.text == "from the backup"
     assert result.profile == "backup" and result.attempts == 3
     assert fake_llm.requests[-1]["model"] == "backup-model"
+
+
+async def test_when_the_whole_chain_fails_the_error_tells_each_reason(fake_llm, fake_profile):
+    backup = dataclasses.replace(fake_profile, name="backup", retries=0)
+    main = dataclasses.replace(fake_profile, retries=0, fallback=backup)
+    fake_llm.script(Fail(503, "main is down"), Fail.bad_key())
+    with pytest.raises(AuthenticationFailed) as info:
+        await OpenAIChatModel(main).chat(HELLO)
+    assert info.value.profile == "backup" and info.value.attempts == 2
+    assert "'backup'" in str(info.value) and "main is down" in str(info.value)
 
 
 async def test_rate_limit_without_fallback_is_a_specific_error(fake_llm, fake_profile):
@@ -132,7 +144,7 @@ async def test_a_bad_key_is_reported_without_leaking_it(fake_llm, fake_profile, 
     with pytest.raises(AuthenticationFailed) as info:
         await OpenAIChatModel(profile).chat(HELLO)
     assert "AGENTLAB_TEST_KEY" in str(info.value) and "sk-very-secret" not in str(info.value)
-    assert fake_llm.requests[0]["_authorization"] == "Bearer sk-very-secret-value"
+    assert fake_llm.headers[0]["authorization"] == "Bearer sk-very-secret-value"
     assert len(fake_llm.requests) == 1  # not retried
 
 
@@ -141,7 +153,7 @@ async def test_no_key_variable_never_sends_the_environments_openai_key(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-meant-for-openai")
     fake_llm.script(Reply(text="ok"))
     await OpenAIChatModel(fake_profile).chat(HELLO)
-    assert "sk-meant-for-openai" not in fake_llm.requests[0]["_authorization"]
+    assert "sk-meant-for-openai" not in fake_llm.headers[0]["authorization"]
 
 
 async def test_unknown_model_and_context_too_long(fake_llm, fake_profile):
@@ -167,3 +179,209 @@ async def test_a_json_schema_is_resent_in_llama_cpp_form_when_the_server_asks(
     sent = [r["response_format"] for r in fake_llm.requests]
     assert sent == [fmt, {"type": "json_object", "schema": schema},
                     {"type": "json_object", "schema": schema}]  # learnt once per profile
+
+
+async def test_a_stream_without_usage_is_estimated_and_says_so(fake_llm, fake_profile):
+    fake_llm.script(Reply(text="x" * 40, usage=(0, 0)))
+    fake_llm.omit_stream_usage = True
+    result = await OpenAIChatModel(fake_profile).chat(HELLO, on_token=lambda d: None)
+    assert result.usage_estimated and result.usage.completion_tokens == 10
+    assert result.usage.prompt_tokens > 0 and result.cost_usd > 0
+
+
+async def test_a_dropped_connection_is_retried(fake_llm, fake_profile):
+    from tests.fake_openai import Drop
+
+    fake_llm.script(Drop(), Reply(text="back again"))
+    result = await OpenAIChatModel(fake_profile).chat(HELLO)
+    assert result.text == "back again" and result.attempts == 2
+
+
+async def test_a_refused_connection_says_so(fake_profile):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    profile = dataclasses.replace(fake_profile, base_url=f"http://127.0.0.1:{port}/v1", retries=0)
+    with pytest.raises(EndpointUnreachable, match="connection refused") as info:
+        await OpenAIChatModel(profile).chat(HELLO)
+    assert info.value.retryable and info.value.profile == "scripted"
+    assert info.value.base_url == profile.base_url and info.value.kind == "unreachable"
+
+
+async def test_a_bad_key_goes_to_the_fallback_without_retrying(fake_llm, fake_profile):
+    backup = dataclasses.replace(fake_profile, name="backup")
+    fake_llm.script(Fail.bad_key(), Reply(text="backup here"))
+    result = await OpenAIChatModel(dataclasses.replace(fake_profile, fallback=backup)).chat(HELLO)
+    assert result.profile == "backup" and result.attempts == 2
+
+
+async def test_context_too_long_skips_the_fallback(fake_llm, fake_profile):
+    backup = dataclasses.replace(fake_profile, name="backup")
+    fake_llm.script(Fail.context_too_long(), Reply(text="never"))
+    with pytest.raises(ContextTooLong):
+        await OpenAIChatModel(dataclasses.replace(fake_profile, fallback=backup)).chat(HELLO)
+    assert len(fake_llm.requests) == 1
+
+
+async def test_a_stream_that_stalls_past_the_timeout_is_a_timeout(fake_llm, fake_profile):
+    profile = dataclasses.replace(fake_profile, timeout_s=0.2, retries=0)
+    fake_llm.script(Reply(text="slow words here", chunk_delay_s=0.5))
+    with pytest.raises(LLMTimeout):
+        await OpenAIChatModel(profile).chat(HELLO, on_token=lambda d: None)
+
+
+async def test_time_to_first_token_is_before_the_end(fake_llm, fake_profile):
+    fake_llm.script(Reply(text="a" * 16, chunk_delay_s=0.05))
+    result = await OpenAIChatModel(fake_profile).chat(HELLO, on_token=lambda d: None)
+    assert result.ttft_ms is not None and 0 < result.ttft_ms < result.latency_ms - 100
+
+
+async def test_a_responder_answers_and_an_exhausted_script_says_so(fake_llm, fake_profile):
+    no_retry = dataclasses.replace(fake_profile, retries=0)
+    with pytest.raises(LLMError, match="script exhausted"):
+        await OpenAIChatModel(no_retry).chat(HELLO)
+    fake_llm.responder = lambda body: f"you said {body['messages'][-1]['content']}"
+    assert (await OpenAIChatModel(no_retry).chat(HELLO)).text == "you said hello"
+
+
+async def test_the_result_is_json_serialisable(fake_llm, fake_profile):
+    import json
+
+    fake_llm.script(Reply(text="hi", tool_calls=[("get_weather", '{"city": "Paris"}')]))
+    result = await OpenAIChatModel(fake_profile).chat(HELLO, tools=[WEATHER_TOOL])
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["tool_calls"][0]["arguments"] == {"city": "Paris"}
+    assert data["usage"] == {"prompt_tokens": 10, "completion_tokens": 5}
+    assert ChatResult.from_dict(data) == result
+
+
+async def test_offered_tools_default_to_an_automatic_choice(fake_llm, fake_profile):
+    # OpenAI's default anyway; llama.cpp's server ignores the tools unless it is said.
+    fake_llm.script(Reply(text="a"), Reply(text="b"))
+    await OpenAIChatModel(fake_profile).chat(HELLO, tools=[WEATHER_TOOL])
+    await OpenAIChatModel(fake_profile).chat(HELLO)
+    assert fake_llm.requests[0]["tool_choice"] == "auto"
+    assert "tool_choice" not in fake_llm.requests[1] and "tools" not in fake_llm.requests[1]
+
+
+CONVERSATION = [
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": None, "tool_calls": [{
+        "id": "c1", "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "sunny, 21 C"},
+    {"role": "assistant", "content": "Sunny.", "tool_calls": []},
+]
+
+
+@pytest.mark.parametrize("as_user", [False, True])
+async def test_the_conversation_is_sent_in_a_form_every_server_takes(
+        fake_llm, fake_profile, as_user):
+    fake_llm.script(Reply(text="ok"))
+    profile = dataclasses.replace(fake_profile, tool_results_as_user=as_user)
+    await OpenAIChatModel(profile).chat(CONVERSATION)
+    # The caller's list (what a trace records) is left as it was.
+    assert CONVERSATION[1]["content"] is None and CONVERSATION[2]["role"] == "tool"
+    wire = fake_llm.requests[0]["messages"]
+    assert wire[1]["content"] == "" and wire[1]["tool_calls"] == CONVERSATION[1]["tool_calls"]
+    assert "tool_calls" not in wire[3]  # an empty list breaks llama.cpp's template
+    if as_user:  # llama.cpp's chatml-function-calling template drops `tool` messages
+        assert wire[2] == {"role": "user", "content": "Result of get_weather: sunny, 21 C"}
+    else:
+        assert wire[2] == CONVERSATION[2]
+
+
+async def test_the_embedded_model_gets_tool_results_as_user_messages(fake_llm, fake_profile):
+    fake_llm.script(Reply(text="ok"))
+    await OpenAIChatModel(dataclasses.replace(fake_profile, model="")).chat(CONVERSATION)
+    assert fake_llm.requests[0]["model"] == "smollm2-135m-instruct"
+    assert fake_llm.requests[0]["messages"][2]["role"] == "user"
+
+
+async def test_a_stream_of_nothing_with_tools_is_asked_again_unstreamed(fake_llm, fake_profile):
+    # llama.cpp's server opens the stream for a streamed "auto" tool call, then fails inside.
+    fake_llm.script(BrokenStream(), Reply(text="Let me check.",
+                                          tool_calls=[("get_weather", '{"city": "Paris"}')]))
+    tokens: list[str] = []
+    result = await OpenAIChatModel(fake_profile).chat(HELLO, tools=[WEATHER_TOOL],
+                                                      on_token=tokens.append)
+    assert result.tool_calls[0].arguments == {"city": "Paris"} and result.attempts == 2
+    assert "".join(tokens) == "Let me check."
+    assert fake_llm.requests[0]["stream"] and not fake_llm.requests[1].get("stream")
+
+
+async def test_a_stream_cut_short_is_an_error_then_retried(fake_llm, fake_profile):
+    reply = Reply(text="A complete sentence, at last.")
+    fake_llm.script(BrokenStream(reply, after=3), reply)
+    tokens: list[str] = []
+    result = await OpenAIChatModel(fake_profile).chat(HELLO, on_token=tokens.append)
+    assert result.text == reply.text and result.finish_reason == "stop" and result.attempts == 2
+    assert "".join(tokens).endswith(reply.text)  # the retry streams again from its start
+    fake_llm.script(BrokenStream(reply, after=3))
+    with pytest.raises(LLMError, match="broke off"):
+        await OpenAIChatModel(dataclasses.replace(fake_profile, retries=0)).chat(
+            HELLO, on_token=tokens.append)
+
+
+async def test_an_empty_automatic_reply_is_asked_again_for_words(fake_llm, fake_profile):
+    # llama.cpp's "auto" branch for a message only lets the model end (or name a function).
+    fake_llm.script(Reply(text="functions.get_weather:"), Reply(text="Hello there!"))
+    result = await OpenAIChatModel(fake_profile).chat(HELLO, tools=[WEATHER_TOOL])
+    assert result.text == "Hello there!" and result.attempts == 2
+    assert [r["tool_choice"] for r in fake_llm.requests] == ["auto", "none"]
+
+
+async def test_a_server_that_refuses_stream_options_is_asked_without(fake_llm, fake_profile):
+    fake_llm.script(Fail(400, "Unrecognized request argument supplied: stream_options"),
+                    Reply(text="fine", usage=(3, 1)), Reply(text="again"))
+    model = OpenAIChatModel(fake_profile)
+    result = await model.chat(HELLO, on_token=lambda d: None)
+    assert result.text == "fine" and result.attempts == 2 and result.usage_estimated
+    await model.chat(HELLO, on_token=lambda d: None)
+    assert ["stream_options" in r for r in fake_llm.requests] == [True, False, False]
+
+
+async def test_an_exhausted_quota_is_not_retried_and_the_key_never_shows(
+        fake_llm, fake_profile, monkeypatch):
+    monkeypatch.setenv("AGENTLAB_TEST_KEY", "sk-secret-1234567890")
+    profile = dataclasses.replace(fake_profile, api_key_env="AGENTLAB_TEST_KEY")
+    fake_llm.script(Fail(429, "You exceeded your quota (key sk-secret-1234567890)",
+                         "insufficient_quota"))
+    with pytest.raises(RateLimited) as info:
+        await OpenAIChatModel(profile).chat(HELLO)
+    assert not info.value.retryable and info.value.attempts == 1 and info.value.status == 429
+    assert "sk-secret" not in str(info.value) and "quota" in str(info.value)
+
+
+async def test_retry_after_is_honoured_and_attempts_are_on_the_error(fake_llm, fake_profile):
+    fake_llm.script(Fail(429, headers={"Retry-After": "0.3"}), Reply(text="ok"))
+    started = time.perf_counter()
+    assert (await OpenAIChatModel(fake_profile).chat(HELLO)).attempts == 2
+    assert time.perf_counter() - started >= 0.3
+    fake_llm.script(Fail(503), Fail(503), Fail(503))
+    with pytest.raises(LLMError) as info:
+        await OpenAIChatModel(fake_profile).chat(HELLO)
+    assert info.value.kind == "server_error" and info.value.attempts == 3
+
+
+async def test_a_missing_key_variable_is_named(fake_llm, fake_profile, monkeypatch):
+    monkeypatch.delenv("AGENTLAB_UNSET_KEY", raising=False)
+    fake_llm.script(Fail.bad_key())
+    profile = dataclasses.replace(fake_profile, api_key_env="AGENTLAB_UNSET_KEY")
+    with pytest.raises(AuthenticationFailed, match="AGENTLAB_UNSET_KEY is not set"):
+        await OpenAIChatModel(profile).chat(HELLO)
+    assert fake_llm.headers[0]["authorization"] == "Bearer not-needed"
+
+
+async def test_llama_cpps_unknown_model_error_is_recognised(fake_llm, fake_profile):
+    fake_llm.script(Fail(400, "The model `x.gguf` does not exist", "model_not_found"))
+    with pytest.raises(UnknownModel):
+        await OpenAIChatModel(fake_profile).chat(HELLO)
+
+
+async def test_tool_names_repeated_in_every_delta_are_not_doubled(fake_llm, fake_profile):
+    fake_llm.script(Reply(tool_calls=[("get_weather", '{"city": "Paris"}')],
+                          repeat_tool_names=True))
+    result = await OpenAIChatModel(fake_profile).chat(HELLO, on_token=lambda d: None)
+    assert [c.name for c in result.tool_calls] == ["get_weather"]
+    assert result.tool_calls[0].arguments == {"city": "Paris"}

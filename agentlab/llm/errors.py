@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import openai
 
 
@@ -11,10 +13,17 @@ class LLMError(Exception):
     kind = "error"
     retryable = False
 
-    def __init__(self, message: str, *, profile: str = "", base_url: str = "") -> None:
+    def __init__(self, message: str, *, profile: str = "", base_url: str = "",
+                 retryable: bool | None = None, status: int | None = None,
+                 retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.profile = profile
         self.base_url = base_url
+        if retryable is not None:
+            self.retryable = retryable
+        self.status = status  # the HTTP status, when there was one
+        self.retry_after_s = retry_after_s  # the server's Retry-After, when it sent one
+        self.attempts = 0  # set by the client: HTTP attempts spent before giving up
 
 
 class EndpointUnreachable(LLMError):
@@ -60,33 +69,83 @@ def _server_message(exc: openai.APIStatusError) -> str:
     return str(exc.message)
 
 
+def _connection_reason(exc: openai.APIConnectionError) -> str:
+    """The transport's own words (httpx2 under openai 3.x) in plain terms."""
+    cause = exc.__cause__
+    name = type(cause).__name__ if cause else ""
+    if name == "ConnectError":
+        detail = str(cause).lower()
+        if "name" in detail or "resolv" in detail or "nodename" in detail:
+            return f"host name not resolved ({cause})"
+        return "connection refused"
+    if name in ("RemoteProtocolError", "ReadError", "WriteError"):
+        return f"connection dropped ({cause})"
+    return f"connection failed ({cause or exc})"
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    try:
+        return float(exc.response.headers.get("retry-after", ""))
+    except (TypeError, ValueError):
+        return None
+
+
+def _key_hint(key_env: str) -> str:
+    if not key_env:
+        return "this profile names no API-key variable; set one in the admin"
+    if not os.environ.get(key_env):
+        return f"the environment variable {key_env} is not set"
+    return f"check the key in the environment variable {key_env}"
+
+
 def translate(exc: Exception, *, profile: str, base_url: str, model: str, key_env: str,
-              timeout_s: float) -> LLMError:
-    """The specific LLMError for an SDK exception."""
+              timeout_s: float, secret: str = "") -> LLMError:
+    """The specific LLMError for an SDK exception (`secret` is scrubbed from its message)."""
+    error = _translate(exc, profile=profile, base_url=base_url, model=model, key_env=key_env,
+                       timeout_s=timeout_s)
+    if secret and len(secret) > 3 and secret in str(error):
+        scrubbed = type(error)(str(error).replace(secret, "***"))
+        scrubbed.__dict__.update(error.__dict__)
+        return scrubbed
+    return error
+
+
+def _translate(exc: Exception, *, profile: str, base_url: str, model: str, key_env: str,
+               timeout_s: float) -> LLMError:
     where = f"(profile {profile!r}, {base_url})"
     kw = {"profile": profile, "base_url": base_url}
     if isinstance(exc, openai.APITimeoutError):
         return LLMTimeout(f"no answer within {timeout_s:g} s {where}", **kw)
     if isinstance(exc, openai.APIConnectionError):
         return EndpointUnreachable(
-            f"cannot reach {base_url} (profile {profile!r}): connection refused or dropped — "
+            f"cannot reach {base_url} (profile {profile!r}): {_connection_reason(exc)} — "
             "is the server running?", **kw)
     if isinstance(exc, openai.APIStatusError):
         msg = _server_message(exc)
         status = exc.status_code
+        code = str(exc.code or "")
         low = msg.lower()
+        kw.update(status=status, retry_after_s=_retry_after(exc))
         if status in (401, 403):
-            hint = (f"check the key in ${key_env}" if key_env
-                    else "this profile names no API-key variable; set one in the admin")
-            return AuthenticationFailed(f"bad or missing API key {where}: {msg} — {hint}", **kw)
+            return AuthenticationFailed(
+                f"bad or missing API key {where}: {msg} — {_key_hint(key_env)}", **kw)
         if status == 429:
-            return RateLimited(f"rate limited {where}: {msg}", **kw)
-        if "context" in low and ("length" in low or "window" in low or "exceed" in low):
+            # An exhausted quota does not come back with a retry.
+            quota = code == "insufficient_quota" or "quota" in low
+            return RateLimited(f"rate limited {where}: {msg}", retryable=not quota, **kw)
+        if code == "context_length_exceeded" or (
+                "context" in low and ("length" in low or "window" in low or "exceed" in low)):
             return ContextTooLong(f"the conversation is too long for {model!r} {where}: {msg}",
                                   **kw)
-        if status == 404 or "model" in low and "not" in low and "found" in low:
+        if status == 404 or code == "model_not_found" or (
+                "model" in low and ("not found" in low or "does not exist" in low)):
             return UnknownModel(f"unknown model {model!r} {where}: {msg}", **kw)
-        if status >= 500:
+        if status == 408:
+            return LLMTimeout(f"the server gave up waiting (408) {where}: {msg}", **kw)
+        if status >= 500 or status == 409:
             return ServerError(f"server error {status} {where}: {msg}", **kw)
         return BadResponse(f"request refused with {status} {where}: {msg}", **kw)
+    if isinstance(exc, openai.APIResponseValidationError | openai.APIError):
+        # An error event inside a stream, or a body the SDK could not read: the server's side.
+        return ServerError(f"the server reported an error {where}: {exc}", **kw)
     return BadResponse(f"unexpected reply {where}: {type(exc).__name__}: {exc}", **kw)

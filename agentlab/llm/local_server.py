@@ -3,6 +3,7 @@ llama-cpp-python's OpenAI-compatible server on 127.0.0.1, as a supervised child 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
 import json
@@ -17,9 +18,21 @@ from types import TracebackType
 
 from agentlab.paths import var_dir
 
-MODEL_NAME = "smollm2-135m-instruct"
+MODEL_NAME = "smollm2-135m-instruct"  # the --model_alias: what /v1/models lists and replies name
 DEFAULT_PORT = 8766
 STATE_FILE = "local_llm.json"
+
+# Runs `python -m llama_cpp.server` after dropping environment variables that its pydantic
+# settings (case-insensitive) and its __main__ (HOST, PORT) would read over our command line:
+# a developer's PORT=3000 or API_KEY=... must not move or lock the embedded server.
+_BOOTSTRAP = """\
+import os, runpy
+from llama_cpp.server.settings import Settings
+names = set(Settings.model_fields) | {"config_file"}
+for key in [k for k in os.environ if k.lower() in names]:
+    del os.environ[key]
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
 
 
 class LocalModelError(RuntimeError):
@@ -39,19 +52,22 @@ def find_model_path() -> Path:
 
 
 def configured_port() -> int:
-    return int(os.environ.get("AGENTLAB_LOCAL_LLM_PORT") or DEFAULT_PORT)
+    """AGENTLAB_LOCAL_LLM_PORT (0 = any free port), else 8766."""
+    value = os.environ.get("AGENTLAB_LOCAL_LLM_PORT", "").strip()
+    return int(value) if value else DEFAULT_PORT
 
 
 def local_base_url() -> str:
     """Where the embedded model answers: env, else the running server's state file, else the
     configured port."""
-    if url := os.environ.get("AGENTLAB_LOCAL_LLM_URL"):
-        return url
-    with contextlib.suppress(OSError, ValueError, KeyError):
+    if url := os.environ.get("AGENTLAB_LOCAL_LLM_URL", "").strip():
+        return url.rstrip("/")
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         state = json.loads((var_dir() / STATE_FILE).read_text())
         if _pid_alive(int(state["pid"])):
             return str(state["url"])
-    return f"http://127.0.0.1:{configured_port()}/v1"
+    # Port 0 means "any free port", known only from the state file of a running server.
+    return f"http://127.0.0.1:{configured_port() or DEFAULT_PORT}/v1"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -62,6 +78,16 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def default_threads() -> int:
+    """Generation threads: llama.cpp's own default is half the cores (for SMT), which on a
+    2-core machine is one thread and 1.7x slower; take at least two, at most eight."""
+    try:
+        cpus = len(os.sched_getaffinity(0))  # what a container actually grants
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    return min(cpus, max(2, min(8, cpus // 2)))
 
 
 def _free_port(host: str) -> int:
@@ -79,10 +105,12 @@ def _port_busy(host: str, port: int) -> bool:
 class LocalModelServer:
     """Start, wait for, and stop `python -m llama_cpp.server` serving the embedded model."""
 
-    def __init__(self, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1",
+    def __init__(self, port: int = DEFAULT_PORT, *, host: str = "127.0.0.1",
                  model_path: Path | None = None, n_ctx: int = 4096,
-                 log_path: Path | None = None, write_state: bool = True) -> None:
+                 log_path: Path | None = None, write_state: bool = True,
+                 n_threads: int | None = None) -> None:
         self.host = host
+        self.n_threads = n_threads or default_threads()
         self.port = port
         self.model_path = model_path
         self.n_ctx = n_ctx
@@ -92,9 +120,17 @@ class LocalModelServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     def start(self, timeout_s: float = 180) -> str:
+        """Spawn the server and wait until it answers; returns the base URL."""
+        if self.running:
+            return self.base_url
         model = self.model_path or find_model_path()
         if not Path(model).is_file():
             raise LocalModelError(f"model file not found: {model}")
@@ -104,47 +140,69 @@ class LocalModelServer:
             raise LocalModelError(
                 f"port {self.port} on {self.host} is already in use — is another Agent Lab "
                 "running? Set AGENTLAB_LOCAL_LLM_PORT to another port (0 = any free one).")
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model),
+        cmd = [sys.executable, "-c", _BOOTSTRAP, "--model", str(model),
                "--model_alias", MODEL_NAME, "--host", self.host, "--port", str(self.port),
                "--chat_format", "chatml-function-calling", "--n_ctx", str(self.n_ctx),
-               "--verbose", "False"]
+               "--n_threads", str(self.n_threads),
+               # By default a new request cuts the stream in flight short (with [DONE]): two
+               # runs sharing the embedded model would truncate each other's answers.
+               "--interrupt_requests", "False", "--verbose", "False"]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "wb")  # noqa: SIM115 (the child writes it for its lifetime)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL)
+                                        stdin=subprocess.DEVNULL, env=env)
         log.close()
-        self._wait_ready(timeout_s)
+        atexit.register(self.stop)  # never leave an orphaned model server behind
+        try:
+            self._wait_ready(timeout_s)
+        except BaseException:  # a failed start or Ctrl-C while waiting: no child left running
+            self.stop()
+            raise
         if self.write_state:
-            (var_dir() / STATE_FILE).write_text(
-                json.dumps({"url": self.base_url, "pid": self.process.pid}))
+            self._write_state()
         return self.base_url
+
+    def _write_state(self) -> None:
+        assert self.process is not None
+        state = {"url": self.base_url, "pid": self.process.pid, "supervisor_pid": os.getpid(),
+                 "model": MODEL_NAME, "started_at": time.time()}
+        path = var_dir() / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        tmp.replace(path)  # readers never see half a file
 
     def _wait_ready(self, timeout_s: float) -> None:
         assert self.process is not None
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                tail = self.log_tail()
+                hint = (f" (port {self.port} was taken meanwhile; try another)"
+                        if "address already in use" in tail.lower() else "")
                 raise LocalModelError(
-                    f"the embedded model server exited with status {self.process.returncode}:"
-                    f"\n{self._log_tail()}")
+                    f"the embedded model server exited with status {self.process.returncode}"
+                    f"{hint}; the end of its log ({self.log_path}):\n{tail}")
             try:
                 with urllib.request.urlopen(self.base_url + "/models", timeout=2) as r:
-                    if r.status == 200:
+                    # Ours, not something else that took the free port in the meantime.
+                    if r.status == 200 and MODEL_NAME in r.read().decode(errors="replace"):
                         return
             except OSError:
                 pass
             time.sleep(0.3)
-        self.stop()
         raise LocalModelError(f"the embedded model server did not answer on {self.base_url} "
-                              f"within {timeout_s:g} s:\n{self._log_tail()}")
+                              f"within {timeout_s:g} s:\n{self.log_tail()}")
 
-    def _log_tail(self, lines: int = 15) -> str:
+    def log_tail(self, lines: int = 15) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
 
     def stop(self, grace_s: float = 5) -> None:
+        """SIGTERM (uvicorn shuts down cleanly), SIGKILL after `grace_s`; drop the state file."""
+        atexit.unregister(self.stop)
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:

@@ -36,6 +36,9 @@ class ProfileConfig:
     price_out_per_m: float = 0.0
     fallback: ProfileConfig | None = None
     backoff_s: float = 0.5  # first retry delay; doubles each time, capped at 8 s
+    # Send `tool` messages as user messages ("Result of get_weather: ..."): llama.cpp's
+    # chatml-function-calling template silently drops them. None = only for the embedded model.
+    tool_results_as_user: bool | None = None
 
     def cost(self, usage: Usage) -> float:
         return (usage.prompt_tokens * self.price_in_per_m
@@ -63,6 +66,7 @@ class ChatResult:
     profile: str = ""  # the profile that answered (a fallback shows here)
     attempts: int = 1
     cost_usd: float = 0.0
+    usage_estimated: bool = False  # the server reported no usage (llama.cpp streams): counted here
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

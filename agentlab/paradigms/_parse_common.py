@@ -23,7 +23,9 @@ class ParseError(ValueError):
 FENCE_RE = re.compile(r"```[ \t]*[\w+.-]*[ \t]*\n?(?P<body>.*?)(?:```|\Z)", re.DOTALL)
 
 # A reply that is nothing but one fenced block (some models fence everything they write).
-_WHOLE_FENCE_RE = re.compile(r"\A\s*```[ \t]*[\w+.-]*[ \t]*\n(?P<body>.*?)\n?[ \t]*```\s*\Z", re.DOTALL)
+_WHOLE_FENCE_RE = re.compile(
+    r"\A\s*```[ \t]*[\w+.-]*[ \t]*\n(?P<body>.*?)\n?[ \t]*```\s*\Z", re.DOTALL
+)
 
 # Reasoning models (DeepSeek-R1, Qwen3...) wrap their scratchpad in <think>...</think>; drafts of
 # actions inside it must not be executed. Some servers drop the opening tag, keeping "...</think>".
@@ -33,6 +35,11 @@ _THINK_CLOSE_RE = re.compile(r"\A(?P<body>.*?)</think>", re.DOTALL | re.IGNORECA
 _QUOTE_PAIRS = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d", "\u2018": "\u2019"}
 
 _DECODER = json.JSONDecoder()
+# Worth a Python-literal retry only when it looks like a quoted key/item follows the bracket.
+_LITERAL_START_RE = re.compile(r"[{\[]\s*['\"]")
+# Bounds on the literal fallback so a reply full of braces stays linear-ish, not quadratic.
+_LITERAL_MAX_CHARS = 20_000
+_LITERAL_MAX_TRIES = 20
 
 
 def split_think(text: str) -> tuple[str, str]:
@@ -63,7 +70,8 @@ def strip_quotes(text: str) -> str:
 def _balanced_end(text: str, start: int) -> int | None:
     """Index just past the bracket group opening at text[start], skipping quoted strings."""
     depth, quote, i = 0, "", start
-    while i < len(text):
+    stop = min(len(text), start + _LITERAL_MAX_CHARS)
+    while i < stop:
         c = text[i]
         if quote:
             if c == "\\":
@@ -82,17 +90,17 @@ def _balanced_end(text: str, start: int) -> int | None:
     return None
 
 
-def load_value(text: str, start: int = 0) -> tuple[Any, int] | None:
+def load_value(text: str, start: int = 0, *, literal: bool = True) -> tuple[Any, int] | None:
     """Decode the JSON value starting at text[start]; return (value, end index) or None.
 
     Falls back to a Python literal for what models often write instead of JSON: single quotes,
-    True/False/None, trailing commas.
+    True/False/None, trailing commas (skipped with ``literal=False``).
     """
     try:
         return _DECODER.raw_decode(text, start)
     except json.JSONDecodeError:
         pass
-    if text[start : start + 1] not in ("{", "["):
+    if not literal or not _LITERAL_START_RE.match(text, start):
         return None
     end = _balanced_end(text, start)
     if end is None:
@@ -103,22 +111,23 @@ def load_value(text: str, start: int = 0) -> tuple[Any, int] | None:
         return None
 
 
-def iter_json_objects(text: str, start: int = 0, stop: int | None = None) -> Iterator[
-    tuple[int, int, dict[str, Any]]
-]:
+def iter_json_objects(
+    text: str, start: int = 0, stop: int | None = None
+) -> Iterator[tuple[int, int, dict[str, Any]]]:
     """Yield (start, end, object) for each top-level JSON object beginning in text[start:stop].
 
     An object may extend past ``stop``: markers that happen to sit inside a JSON string must not
     cut it short.
     """
     stop = len(text) if stop is None else stop
-    pos = start
+    pos, failures = start, 0
     while (begin := text.find("{", pos, stop)) != -1:
-        loaded = load_value(text, begin)
+        loaded = load_value(text, begin, literal=failures < _LITERAL_MAX_TRIES)
         if loaded is not None and isinstance(loaded[0], dict):
             yield begin, loaded[1], loaded[0]
             pos = loaded[1]
         else:
+            failures += 1
             pos = begin + 1
 
 
@@ -150,3 +159,53 @@ def bracket_span(text: str, open_idx: int, limit: int | None = None) -> tuple[in
                 return open_idx + 1, i
     last = text.rfind(close_ch, open_idx, line_end)
     return open_idx + 1, (last if last != -1 else line_end)
+
+
+def clean_tool_name(name: str) -> str:
+    """Normalise a tool name: '`get_weather()`.' -> 'get_weather', '[search]' -> 'search'."""
+    name = name.strip().strip("*_").strip()
+    name = strip_quotes(name)
+    if name.startswith("[") and name.endswith("]"):  # "Action: [search]" copied from the prompt
+        name = name[1:-1]
+    name = name.strip().rstrip(".,;:!?").strip()
+    if name.endswith("()"):
+        name = name[:-2]
+    return strip_quotes(name)
+
+
+def call_args(inner: str) -> dict[str, Any] | str:
+    """Arguments of a function-call form: JSON object, keyword literals -> dict, else the text."""
+    inner = inner.strip()
+    if inner.startswith("{"):
+        return coerce_input(inner)
+    if "=" in inner:
+        try:
+            call = ast.parse(f"f({inner})", mode="eval").body
+            if isinstance(call, ast.Call) and not call.args and call.keywords:
+                return {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords if kw.arg}
+        except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+            pass
+    return strip_quotes(inner)
+
+
+def coerce_input(raw: str, body: str | None = None, offset: int = 0) -> dict[str, Any] | str:
+    """Turn an Action Input into a dict (JSON object, possibly fenced) or a stripped string.
+
+    With ``body``/``offset`` (where ``raw`` sits in the reply) a JSON object or fence is read
+    from the whole reply, so a marker-like phrase inside a JSON string does not cut it short.
+    """
+    stripped = raw.strip()
+    source, pos = (body, offset) if body is not None else (stripped, 0)
+    if stripped.startswith("```"):
+        fence = FENCE_RE.match(source, pos)
+        if fence is not None:
+            stripped = fence.group("body").strip()
+            source, pos = stripped, 0
+    if stripped.startswith("{"):
+        loaded = load_value(source, pos)
+        if loaded is not None and isinstance(loaded[0], dict):
+            return loaded[0]
+    if stripped.endswith("```") and stripped.count("```") == 1:  # a stray closing fence
+        stripped = stripped[:-3].rstrip()
+    value = strip_quotes(stripped)
+    return "" if value.lower() in ("none", "null", "n/a") else value

@@ -75,8 +75,15 @@ def parse_rewoo_plan(text: str) -> list[PlanStep]:
         inner_start, close = bracket_span(text, m.start("open"), limit)
         tool_input = strip_quotes(text[inner_start:close])
         refs = tuple(dict.fromkeys(_var(n) for n in _REF_RE.findall(tool_input)))
-        steps.append(PlanStep(_plan_text(text[pos : m.start()]), _var(m.group("n")),
-                              m.group("tool"), tool_input, refs))  # fmt: skip
+        steps.append(
+            PlanStep(
+                _plan_text(text[pos : m.start()]),
+                _var(m.group("n")),
+                m.group("tool"),
+                tool_input,
+                refs,
+            )
+        )
         pos = max(close + 1, m.end())
     if not steps:
         found = "Found 'Plan:' lines but no" if _PLAN_RE.search(text) else "Could not find any"
@@ -111,7 +118,7 @@ def _is_var(key: str) -> bool:
 _NUMBERED_RE = re.compile(
     r"""^[ \t]*(?:\#+[ \t]*)?(?:\*\*|__)?[ \t]*
         (?:step[ \t]*\d{1,3}[ \t]*(?:\*\*|__)?[ \t]*[:.)\u2013-]
-          |\(?\d{1,3}[.)](?=[ \t])
+          |\(?\d{1,3}[.)](?=[ \t]|[^\W\d_])   # "1. x", "1)x", "1.Search" but not "3.5 kg"
         )[ \t]*(?:\*\*|__)?[ \t]*""",
     re.IGNORECASE | re.VERBOSE,
 )
@@ -153,8 +160,9 @@ def _json_steps(text: str) -> list[str] | None:
         loaded = load_value(candidate)
         value: Any = loaded[0] if loaded else None
         if isinstance(value, dict):
-            value = next((value[k] for k in _JSON_STEP_KEYS if isinstance(value.get(k), list)),
-                         None)  # fmt: skip
+            value = next(
+                (value[k] for k in _JSON_STEP_KEYS if isinstance(value.get(k), list)), None
+            )
         if isinstance(value, list):
             return [_json_item(v) for v in value]
     return None

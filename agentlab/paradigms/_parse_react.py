@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from agentlab.paradigms._parse_common import (
-    FENCE_RE,
     ParseError,
     bracket_span,
+    call_args,
+    clean_tool_name,
+    coerce_input,
     iter_json_objects,
-    load_value,
     split_think,
     strip_quotes,
     unwrap_fence,
@@ -43,9 +43,9 @@ class ReactFinal:
     answer: str
 
 
-# A marker at the start of a line, case-insensitive: "Thought:", "**Action 2:**", "### Final Answer:",
-# "- Action Input:", "Parameters:"... The longer names come first in the alternation so
-# "Action Input" is never read as "Action" followed by the text "Input:".
+# A marker at the start of a line, case-insensitive: "Thought:", "**Action 2:**",
+# "### Final Answer:", "- Action Input:", "Parameters:"... The longer names come first in the
+# alternation so "Action Input" is never read as "Action" followed by the text "Input:".
 _LINE_MARKER_RE = re.compile(
     r"""^[ \t]*(?:[#>]+[ \t]*|[-+][ \t]+|\d+[.)][ \t]+)?   # heading, quote, bullet or "1."
         (?:\*\*|__)?[ \t]*
@@ -84,9 +84,16 @@ _NULL_ACTIONS = {"", "none", "n/a", "na", "null", "nil", "nothing", "no action",
 _FINAL_ACTIONS = {"final answer", "final_answer", "finalanswer", "final-answer", "finish"}
 # Keys of a JSON action blob, most specific first.
 _BLOB_ACTION_KEYS = ("action", "tool", "tool_name", "function")
-_BLOB_INPUT_KEYS = ("action_input", "tool_input", "arguments", "args", "parameters", "params",
-                    "input")  # fmt: skip
-_BLOB_FINAL_KEYS = ("final_answer", "finalAnswer", "answer")
+_BLOB_INPUT_KEYS = (
+    "action_input",
+    "tool_input",
+    "arguments",
+    "args",
+    "parameters",
+    "params",
+    "input",
+)
+_BLOB_FINAL_KEYS = ("final_answer", "finalAnswer")
 # Section kinds that end a multi-line input or final answer. "Input:"/"Answer:" do not: they can
 # legitimately appear inside an answer.
 _HARD_STOPS = {"thought", "action", "final", "observation"}
@@ -182,6 +189,10 @@ def parse_react(text: str) -> ReactAction | ReactFinal:
     if null_action is not None:
         shown = f"'Action: {null_action}'" if null_action else "An empty 'Action:' line"
         raise ParseError(f"{shown} was given without a Final Answer. " + REACT_FORMAT)
+    if any(s.kind == "input" for s in sections):
+        raise ParseError(
+            "Found an 'Action Input:' but no 'Action:' line naming the tool. " + REACT_FORMAT
+        )
     if _BROKEN_BLOB_RE.search(body):
         raise ParseError(
             "The JSON action could not be read: it is not valid JSON. Write it as "
@@ -228,8 +239,10 @@ def _blob_result(obj: dict[str, Any]) -> ReactAction | ReactFinal | None:
         inner = _blob_result(obj["function"])
         return inner and _with_thought(inner, thought)
     name = next((obj[k] for k in _BLOB_ACTION_KEYS if isinstance(obj.get(k), str)), None)
-    if name is None and isinstance(obj.get("name"), str) and (
-        "arguments" in obj or "parameters" in obj
+    if (
+        name is None
+        and isinstance(obj.get("name"), str)
+        and ("arguments" in obj or "parameters" in obj)
     ):
         name = obj["name"]
     raw_input = next((obj[k] for k in _BLOB_INPUT_KEYS if k in obj), "")
@@ -240,6 +253,8 @@ def _blob_result(obj: dict[str, Any]) -> ReactAction | ReactFinal | None:
         if tool.lower() not in _NULL_ACTIONS:
             return ReactAction(thought, tool, _input_from_value(raw_input))
     final = next((obj[k] for k in _BLOB_FINAL_KEYS if k in obj), None)
+    if final is None and thought and "answer" in obj:
+        final = obj["answer"]  # {"thought", "answer"}; a bare {"answer"} may be quoted data
     if final is not None:
         return ReactFinal(thought, _answer_from_value(final))
     return None
@@ -258,25 +273,12 @@ def _input_from_value(value: Any) -> dict[str, Any] | str:
 def _answer_from_value(value: Any) -> str:
     if isinstance(value, dict) and len(value) == 1:  # {"answer": "42"} as the "input"
         value = next(iter(value.values()))
-    if isinstance(value, str):
-        answer = value.strip()
-    else:
-        answer = "" if value is None else json.dumps(value)
+    if value is None:
+        value = ""
+    answer = value.strip() if isinstance(value, str) else json.dumps(value)
     if not answer:
         raise ParseError("The Final Answer was empty. " + REACT_FORMAT)
     return answer
-
-
-def clean_tool_name(name: str) -> str:
-    """Normalise a tool name: '`get_weather()`.' -> 'get_weather', '[search]' -> 'search'."""
-    name = name.strip().strip("*_").strip()
-    name = strip_quotes(name)
-    if name.startswith("[") and name.endswith("]"):  # "Action: [search]" copied from the prompt
-        name = name[1:-1]
-    name = name.strip().rstrip(".,;:!?").strip()
-    if name.endswith("()"):
-        name = name[:-2]
-    return strip_quotes(name)
 
 
 def _read_action(body: str, sections: list[_Section], i: int) -> ReactAction | ReactFinal | str:
@@ -306,29 +308,16 @@ def _read_action(body: str, sections: list[_Section], i: int) -> ReactAction | R
     return ReactAction("", tool, "" if explicit is None else explicit)
 
 
-def _call_result(name: str, inner: str, explicit: dict[str, Any] | str | None) -> ReactAction | ReactFinal:
+def _call_result(
+    name: str, inner: str, explicit: dict[str, Any] | str | None
+) -> ReactAction | ReactFinal:
     """``Search[x]`` / ``get_weather(city="Paris")``; an explicit Action Input wins if non-empty."""
     tool = clean_tool_name(name)
     if tool.lower() in _FINAL_ACTIONS:
         return ReactFinal("", _answer_from_value(strip_quotes(inner)))
     if explicit is not None and explicit != "":
         return ReactAction("", tool, explicit)
-    return ReactAction("", tool, _call_args(inner))
-
-
-def _call_args(inner: str) -> dict[str, Any] | str:
-    """Arguments of a function-call form: JSON object, keyword literals -> dict, else the text."""
-    inner = inner.strip()
-    if inner.startswith("{"):
-        return coerce_input(inner)
-    if "=" in inner:
-        try:
-            call = ast.parse(f"f({inner})", mode="eval").body
-            if isinstance(call, ast.Call) and not call.args and call.keywords:
-                return {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords if kw.arg}
-        except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
-            pass
-    return strip_quotes(inner)
+    return ReactAction("", tool, call_args(inner))
 
 
 def _explicit_input(body: str, sections: list[_Section], i: int) -> dict[str, Any] | str | None:
@@ -340,29 +329,6 @@ def _explicit_input(body: str, sections: list[_Section], i: int) -> dict[str, An
         if sec.kind in _HARD_STOPS:
             return None
     return None
-
-
-def coerce_input(raw: str, body: str | None = None, offset: int = 0) -> dict[str, Any] | str:
-    """Turn an Action Input into a dict (JSON object, possibly fenced) or a stripped string.
-
-    With ``body``/``offset`` (where ``raw`` sits in the reply) a JSON object or fence is read
-    from the whole reply, so a marker-like phrase inside a JSON string does not cut it short.
-    """
-    stripped = raw.strip()
-    source, pos = (body, offset) if body is not None else (stripped, 0)
-    if stripped.startswith("```"):
-        fence = FENCE_RE.match(source, pos)
-        if fence is not None:
-            stripped = fence.group("body").strip()
-            source, pos = stripped, 0
-    if stripped.startswith("{"):
-        loaded = load_value(source, pos)
-        if loaded is not None and isinstance(loaded[0], dict):
-            return loaded[0]
-    if stripped.endswith("```") and stripped.count("```") == 1:  # a stray closing fence
-        stripped = stripped[:-3].rstrip()
-    value = strip_quotes(stripped)
-    return "" if value.lower() in ("none", "null", "n/a") else value
 
 
 def _answer_text(body: str, sections: list[_Section], i: int) -> str:

@@ -16,7 +16,8 @@ Choices that callers rely on:
   them); inputs balance their brackets, else run to the last closing bracket on the line.
 * ``parse_self_ask``: the latest of "unanswered Follow up" and "final answer" wins. A bare answer
   after "Are follow up questions needed here: No." is an error, so the caller spends one more
-  call asking for the ``So the final answer is:`` line rather than guessing which text is the answer.
+  call asking for the ``So the final answer is:`` line rather than guessing which text is the
+  answer.
 * ``parse_score``: explicit forms first ([[7]], "Score: 7/10", "9 out of 10", **8**), then the
   last plain number; numbers in labels like "Step 2" or ranges like "(1-10)" are never scores.
   "x/y" with y != high is rescaled to the caller's scale ("4/5" -> 8.0 on 0..10).
@@ -80,7 +81,8 @@ _SELF_ASK_RE = re.compile(
     r"""(?P<needed>\bare[ \t]+follow[ \t-]*up[ \t]+questions[ \t]+needed(?:[ \t]+here)?[ \t]*[:?]?)
       |(?P<follow>\bfollow[ \t-]*up(?:[ \t]+question)?[ \t]*:)
       |(?P<inter>\bintermediate[ \t]+answer[ \t]*:)
-      |(?P<final>\bso[ \t]+the[ \t]+(?:final[ \t]+)?answer[ \t]+is\b[ \t]*:?|^[ \t]*final[ \t]+answer[ \t]*:)
+      |(?P<final>\bso[ \t]+the[ \t]+(?:final[ \t]+)?answer[ \t]+is\b[ \t]*:?
+                 |\bthe[ \t]+final[ \t]+answer[ \t]+is[ \t]*:|^[ \t]*final[ \t]+answer[ \t]*:)
       |(?P<question>^[ \t]*question[ \t]*:)""",
     re.IGNORECASE | re.MULTILINE | re.VERBOSE,
 )
@@ -94,12 +96,15 @@ def parse_self_ask(text: str) -> FollowUp | SelfAskFinal:
     """Read a Self-Ask turn: the next follow-up question, or the final answer."""
     text = (text or "").replace("\r\n", "\n")
     marks = list(_SELF_ASK_RE.finditer(text))
-    parts = [(m.lastgroup, text[m.end() : nxt.start() if nxt else len(text)])
-             for m, nxt in zip(marks, [*marks[1:], None], strict=True)]  # fmt: skip
+    ends = [m.start() for m in marks[1:]] + [len(text)]
+    parts = [(m.lastgroup, text[m.end() : end]) for m, end in zip(marks, ends, strict=False)]
     kinds = [kind for kind, _ in parts]
     follow = max((i for i, k in enumerate(kinds) if k == "follow"), default=None)
     final = max((i for i, k in enumerate(kinds) if k == "final"), default=None)
-    answered = follow is not None and "inter" in kinds[follow:]
+    # An "Intermediate answer:" with nothing after it is the stop sequence echoed, not an answer.
+    answered = follow is not None and any(
+        kind == "inter" and body.strip() for kind, body in parts[follow:]
+    )
     if follow is not None and not answered and (final is None or final < follow):
         # The question is its first line: the stop sequence should end the text right after it,
         # and whatever a model adds on later lines is not part of the question.
@@ -111,7 +116,9 @@ def parse_self_ask(text: str) -> FollowUp | SelfAskFinal:
     if final is not None:
         answer = _clean(parts[final][1].lstrip(":"))
         if not answer:
-            raise ParseError("'So the final answer is:' was followed by no answer. " + SELF_ASK_FORMAT)
+            raise ParseError(
+                "'So the final answer is:' was followed by no answer. " + SELF_ASK_FORMAT
+            )
         return SelfAskFinal(answer)
     if answered:
         raise ParseError(
@@ -125,7 +132,9 @@ def parse_self_ask(text: str) -> FollowUp | SelfAskFinal:
             "Reply with: So the final answer is: <the answer>"
         )
     if needed is not None and _clean(needed).lower().startswith("yes"):
-        raise ParseError("You said follow up questions are needed but asked none. " + SELF_ASK_FORMAT)
+        raise ParseError(
+            "You said follow up questions are needed but asked none. " + SELF_ASK_FORMAT
+        )
     raise ParseError("Could not find a 'Follow up:' question or a final answer. " + SELF_ASK_FORMAT)
 
 
@@ -161,8 +170,10 @@ _SCORE_RES = (
         rf"\b(?:scor(?:e|ed|ing)|rat(?:e|ed|ing)|grade[ds]?)\b[^\d\n]{{0,30}}?(?P<num>{_NUM}){_DEN}",
         re.IGNORECASE,
     ),
-    re.compile(rf"(?P<num>{_NUM})[ \t]*(?:/|out[ \t]+of\b)[ \t]*(?P<den>\d+(?:\.\d+)?)(?P<pct>)",
-               re.IGNORECASE),  # fmt: skip
+    re.compile(
+        rf"(?P<num>{_NUM})[ \t]*(?:/|out[ \t]+of\b)[ \t]*(?P<den>\d+(?:\.\d+)?)(?P<pct>)",
+        re.IGNORECASE,
+    ),
     re.compile(rf"(?:\*\*|__)\s*(?P<num>{_NUM}){_DEN}\s*(?:\*\*|__)", re.IGNORECASE),
     re.compile(rf"(?<![\w.])(?P<num>{_NUM})(?![\w])(?P<den>)(?P<pct>[ \t]*%)?"),
 )
@@ -191,8 +202,11 @@ def parse_score(text: str, *, low: float = 0, high: float = 10) -> float:
         elif m.group("pct"):
             value = value if high == 100 else value / 100 * high
         if not math.isfinite(value) or not low <= value <= high:
-            raise ParseError(f"The score {m.group(0).strip(' *_[]')} is outside the range "
-                             f"{low:g} to {high:g}. " + fmt)  # fmt: skip
+            shown = m.group("num") + (f"/{m.group('den')}" if m.group("den") else "")
+            shown += "%" if m.group("pct") else ""
+            if value != float(m.group("num")):  # rescaled: show what it became
+                shown += f" (= {value:g})"
+            raise ParseError(f"The score {shown} is outside the range {low:g} to {high:g}. " + fmt)
         return value
     raise ParseError("Could not find a score. " + fmt)
 

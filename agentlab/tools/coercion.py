@@ -65,7 +65,17 @@ def coerce_arguments(schema: dict[str, Any], arguments: Any) -> tuple[dict[str, 
                 )
     if not isinstance(arguments, dict):
         return {"input": arguments}, f"expected a JSON object, got {type(arguments).__name__}"
-    return {k: _coerce(v, props.get(k, {})) for k, v in arguments.items()}, None
+    # null for an optional parameter means "not given" (small models send it): the default applies
+    return {k: _coerce(v, props.get(k, {})) for k, v in arguments.items()
+            if not (v is None and k in props and k not in required
+                    and not _allows_null(props[k]))}, None
+
+
+def _allows_null(schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return ("null" in kinds or None in schema.get("enum", ())
+            or any(_allows_null(s) for s in schema.get("anyOf", ())))
 
 
 @lru_cache(maxsize=256)

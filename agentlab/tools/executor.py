@@ -18,6 +18,7 @@ from typing import Any
 
 from agentlab.tools.coercion import coerce_arguments, describe_violation
 from agentlab.tools.decorator import ToolSpec
+from agentlab.tools.schema import call_arguments
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,11 +158,12 @@ class ToolExecutor:
         if (violation := describe_violation(spec.parameters, args)) is not None:
             return fail("validation", f"invalid arguments for {name}: {violation}", args)
         limit = min(policy.timeout_s, timeout_s) if timeout_s else policy.timeout_s
+        kwargs = call_arguments(spec.fn, args)
         try:
             if spec.is_async:
-                value = await asyncio.wait_for(spec.fn(**args), limit)
+                value = await asyncio.wait_for(spec.fn(**kwargs), limit)
             else:
-                value = await asyncio.wait_for(_in_daemon_thread(spec.fn, args), limit)
+                value = await asyncio.wait_for(_in_daemon_thread(spec.fn, kwargs), limit)
         except TimeoutError:
             return fail("timeout", f"tool {name} timed out after {limit:g} s", args)
         except Exception as exc:  # a tool's bug is an observation, not the end of the run

@@ -8,6 +8,7 @@ import re
 import types
 import typing
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 _SIMPLE: dict[Any, dict[str, Any]] = {
@@ -102,3 +103,42 @@ def parameters_schema(fn: Callable[..., Any]) -> dict[str, Any]:
     if required:
         schema["required"] = required
     return schema
+
+
+def _enum_of(hint: Any) -> Any:
+    """The Enum class behind `E`, `E | None`, `Annotated[E, ...]`, else None."""
+    while get_origin(hint) is Annotated:
+        hint = get_args(hint)[0]
+    if get_origin(hint) in (Union, types.UnionType):
+        rest = [a for a in get_args(hint) if a is not type(None)]
+        hint = rest[0] if len(rest) == 1 else None
+    return hint if isinstance(hint, type) and issubclass(hint, enum.Enum) else None
+
+
+@lru_cache(maxsize=512)
+def _call_plan(fn: Callable[..., Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """({param: Enum class}, params that are optional only through `X | None`)."""
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError, NameError):
+        return {}, ()
+    enums = {p.name: e for p in params if (e := _enum_of(hints.get(p.name, Any))) is not None}
+    nones = tuple(p.name for p in params if p.default is inspect.Parameter.empty
+                  and _is_optional(hints.get(p.name, Any)))
+    return enums, nones
+
+
+def call_arguments(fn: Callable[..., Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    """Validated JSON arguments -> the call's keyword arguments: Enum values become members
+    (the schema shows the values) and an omitted `X | None` parameter without a default is None.
+    """
+    try:
+        enums, nones = _call_plan(fn)
+    except TypeError:  # an unhashable callable object: nothing to convert
+        enums, nones = {}, ()
+    kwargs: dict[str, Any] = dict.fromkeys(nones)
+    for name, value in arguments.items():
+        kind = enums.get(name)
+        kwargs[name] = kind(value) if kind is not None and value is not None else value
+    return kwargs

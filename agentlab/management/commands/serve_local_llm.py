@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import signal
-import threading
+import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from agentlab.llm.local_server import LocalModelError, LocalModelServer, configured_port
+
+
+class _Stop(Exception):
+    """Raised by the signal handler, so a signal also interrupts a start in progress."""
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    raise _Stop(signal.Signals(signum).name)
 
 
 class Command(BaseCommand):
@@ -18,22 +26,32 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=configured_port(),
                             help="Port (default $AGENTLAB_LOCAL_LLM_PORT or 8766; 0 = any free)")
         parser.add_argument("--n-ctx", type=int, default=4096, help="Context size in tokens")
+        parser.add_argument("--timeout", type=float, default=180,
+                            help="Seconds to wait for the model to load (default 180)")
 
-    def handle(self, *args: Any, port: int, n_ctx: int, **options: Any) -> None:
+    def handle(self, *args: Any, port: int, n_ctx: int, timeout: float, **options: Any) -> None:
         server = LocalModelServer(port=port, n_ctx=n_ctx)
-        self.stdout.write("Starting the embedded model…")
+        previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        crashed = False
         try:
-            url = server.start()
+            self.stdout.write("Starting the embedded model…")
+            url = server.start(timeout_s=timeout)
+            self.stdout.write(self.style.SUCCESS(f"Local model ready at {url}"))
+            self.stdout.flush()
+            while server.running:
+                time.sleep(0.5)
+            crashed = True
+        except _Stop:
+            pass
         except LocalModelError as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(self.style.SUCCESS(f"Local model ready at {url}"))
-        self.stdout.flush()
-        stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
-        try:
-            while not stop.is_set() and server.process and server.process.poll() is None:
-                stop.wait(0.5)
         finally:
+            for sig in previous:  # a second Ctrl-C must not interrupt the clean stop
+                signal.signal(sig, signal.SIG_IGN)
+            tail = server.log_tail() if crashed else ""
             server.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if crashed:
+            raise CommandError(f"the embedded model server exited unexpectedly:\n{tail}")
         self.stdout.write("Local model stopped.")

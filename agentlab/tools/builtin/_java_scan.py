@@ -10,6 +10,7 @@ METHOD = re.compile(
     r"^\s*(?:(?:public|private|protected|static|final|abstract|synchronized|native)\s+)*"
     r"(?:<[^>]+>\s+)?[\w<>\[\],.? ]+\s+(\w+)\s*\([^;]*\)\s*(?:throws [\w., ]+)?\s*\{?\s*$")
 LOOP = re.compile(r"\b(for|while|do)\b")
+DO_WHILE_TAIL = re.compile(r"^\s*\}?\s*while\s*\(.*\)\s*;\s*$")  # "} while (x);" ends a do
 BRANCH = re.compile(r"\b(if|for|while|case|catch)\b|&&|\|\||\?")
 KEYWORDS = {"if", "for", "while", "switch", "catch", "return", "new", "else", "do", "try"}
 
@@ -58,6 +59,7 @@ class JavaScan:
     comment_lines: int = 0
     blank_lines: int = 0
     loops: list[tuple[int, int]] = field(default_factory=list)  # (line, loop nesting depth)
+    loop_spans: list[tuple[int, int]] = field(default_factory=list)  # (first, last line)
     code: list[str] = field(default_factory=list)  # code per line, comments/strings removed
 
 
@@ -66,6 +68,8 @@ def scan(source: str) -> JavaScan:
     depth, in_block = 0, False
     loop_stack: list[int] = []  # brace depth at which each open loop's body starts
     current: JavaMethod | None = None
+    open_loops: list[list] = []  # [first line, brace depth before it, body opened]
+    pending = 0  # brace-less loop headers whose body is still to come
     for number, raw in enumerate(source.splitlines(), 1):
         code, in_block, had_comment = strip_comments_and_strings(raw, in_block)
         result.code.append(code)
@@ -83,11 +87,34 @@ def scan(source: str) -> JavaScan:
             result.methods.append(current)
         elif current is not None:
             current.complexity += len(BRANCH.findall(code))
-        if LOOP.search(code):
-            loop_stack = [d for d in loop_stack if d <= depth]
-            result.loops.append((number, len(loop_stack) + 1))
-            loop_stack.append(depth + 1)
+        stripped = code.strip()
+        header = bool(LOOP.search(code)) and not DO_WHILE_TAIL.match(code)
+        if header:
+            result.loops.append((number, len(loop_stack) + pending + 1))
+            open_loops.append([number, depth, False])
+        before = depth
         depth += code.count("{") - code.count("}")
+        # A block body counts until its brace closes; a brace-less body is the next statement,
+        # which may be a loop again ("for (..)\n for (..)\n x();"), or a "{" on the next line.
+        chained = header and depth == before and not stripped.endswith((";", "}"))
+        if header and depth > before:
+            loop_stack += [before + 1] * (pending + 1)
+            pending = 0
+        elif chained:
+            pending += 1
+        elif pending and stripped.startswith("{"):
+            loop_stack += [before + 1] * pending
+            pending = 0
+        elif stripped:
+            pending = 0
+        for loop in list(open_loops):  # a loop's body ends where its braces close again
+            start, base, opened = loop
+            loop[2] = opened = opened or depth > base
+            braceless = (not opened and number > start and not stripped.startswith("{")
+                         and not chained)
+            if (opened and depth <= base) or braceless:
+                result.loop_spans.append((start, number))
+                open_loops.remove(loop)
         loop_stack = [d for d in loop_stack if d <= depth]
         if current is not None and depth <= current.depth_at_start and "}" in code:
             current = None

@@ -23,76 +23,117 @@ _FIRST_WORD = re.compile(r"^\s*(?:--[^\n]*\n\s*)*([A-Za-z]+)")
 
 
 def ensure_business_db(path: Path | None = None) -> Path:
+    """The demo database's path, built (atomically, deterministically) on first use."""
     path = path or var_dir() / "demo" / "business.sqlite3"
     if not path.exists():
         demo_business_data.build(path)
     return path
 
 
-def _authorizer(action: int, arg1: Any, arg2: Any, *rest: Any) -> int:
-    # Reading is all a query may do; PRAGMA, ATTACH, writes and DDL are denied by SQLite itself.
-    if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in _DENIED_FUNCTIONS:
+# Action codes SQLite asks the authorizer about, named for the refusal message.
+_ACTION_NAMES = {getattr(sqlite3, f"SQLITE_{n}"): n.replace("_", " ") for n in (
+    "INSERT", "UPDATE", "DELETE", "PRAGMA", "ATTACH", "DETACH", "TRANSACTION", "SAVEPOINT",
+    "ALTER_TABLE", "REINDEX", "ANALYZE", "CREATE_TABLE", "CREATE_INDEX", "CREATE_VIEW",
+    "CREATE_TRIGGER", "CREATE_TEMP_TABLE", "CREATE_TEMP_VIEW", "CREATE_TEMP_INDEX",
+    "CREATE_TEMP_TRIGGER", "CREATE_VTABLE", "DROP_TABLE", "DROP_INDEX", "DROP_VIEW",
+    "DROP_TRIGGER", "DROP_VTABLE") if hasattr(sqlite3, f"SQLITE_{n}")}
+
+
+class _Authorizer:
+    """Allows reading only; remembers what it denied, for a clear refusal message."""
+
+    def __init__(self) -> None:
+        self.denied: str | None = None
+
+    def __call__(self, action: int, arg1: Any, arg2: Any, *rest: Any) -> int:
+        if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in _DENIED_FUNCTIONS:
+            reason = f"the function {str(arg2).lower()}() is not allowed"
+        elif action not in _ALLOWED:
+            what = _ACTION_NAMES.get(action, f"action {action}")
+            reason = f"only SELECT queries are allowed (got {what})"
+        else:
+            return sqlite3.SQLITE_OK
+        self.denied = self.denied or reason  # the first denial explains best
         return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
 
 
-def connect(path: Path | None = None, *, authorizer: bool = True) -> sqlite3.Connection:
-    """A read-only connection; `authorizer=False` only for our own fixed schema queries."""
+def connect(path: Path | None = None, *, authorizer: _Authorizer | None = None
+            ) -> sqlite3.Connection:
+    """A read-only connection (mode=ro, no extensions), with `authorizer` when given."""
     uri = f"file:{ensure_business_db(path)}?mode=ro"
     conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
     conn.row_factory = sqlite3.Row
     if hasattr(conn, "enable_load_extension"):  # absent where Python lacks the feature
         conn.enable_load_extension(False)
-    if authorizer:
-        conn.set_authorizer(_authorizer)
+    if authorizer is not None:
+        conn.set_authorizer(authorizer)
     return conn
 
 
+def _strip_comments(text: str) -> str:
+    """Leading whitespace and SQL comments removed (what a statement starts with)."""
+    while True:
+        text = text.lstrip()
+        if text.startswith("--"):
+            text = text.partition("\n")[2]
+        elif text.startswith("/*"):
+            text = text.partition("*/")[2]
+        else:
+            return text
+
+
 def _single_statement(query: str) -> str:
-    text = query.strip().rstrip(";").strip()
-    if not text:
-        raise ValueError("Refused: the query is empty")
-    # complete_statement() understands quotes: "';'" inside a string is not a separator.
-    pos = 0
+    text = query.strip()
+    # complete_statement() understands quotes and comments: "';'" in a string is no separator.
     for i, char in enumerate(text):
         if char == ";" and sqlite3.complete_statement(text[: i + 1]):
-            if text[i + 1:].strip():
+            rest = _strip_comments(text[i + 1:])
+            if rest.strip("; \t\r\n"):
                 raise ValueError("Refused: one statement per call (found more than one)")
-            pos = i
-    if pos:
-        text = text[:pos]
-    word = (_FIRST_WORD.match(text) or [None, ""])[1].upper()
+            text = text[:i]
+            break
+    body = _strip_comments(text)
+    if not body:
+        raise ValueError("Refused: the query is empty")
+    word = (_FIRST_WORD.match(body) or [None, ""])[1].upper()
     if word not in {"SELECT", "WITH", "VALUES"}:
-        raise ValueError(f"Refused: only SELECT queries are allowed (got {word or 'nothing'})")
+        raise ValueError(f"Refused: only SELECT queries are allowed (got {word or body[:10]})")
     return text
 
 
-def run_query(query: str, *, path: Path | None = None, row_limit: int = ROW_LIMIT,
+def run_query(query: str, *, path: Path | None = None, row_limit: int | None = None,
               time_limit_s: float | None = None) -> dict[str, Any]:
+    """One read-only statement; the limits default to ROW_LIMIT and TIME_LIMIT_S."""
     statement = _single_statement(query)
+    limit_rows = ROW_LIMIT if row_limit is None else row_limit
     limit_s = TIME_LIMIT_S if time_limit_s is None else time_limit_s
-    conn = connect(path)
+    guard = _Authorizer()
+    conn = connect(path, authorizer=guard)
     deadline = time.monotonic() + limit_s
-    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 1_000)
     try:
         cursor = conn.execute(statement)
-        rows = cursor.fetchmany(row_limit + 1)
+        rows = cursor.fetchmany(limit_rows + 1)
     except sqlite3.DatabaseError as exc:
         message = str(exc)
         if message == "interrupted":
             raise ValueError(f"Refused: the query was stopped after {limit_s:g} s "
-                             "(time limit); narrow it down") from None
-        if "not authorized" in message or "prohibited" in message:
+                             "(time limit); narrow it down or aggregate") from None
+        if guard.denied:
+            raise ValueError(f"Refused: {guard.denied}; only reading is allowed "
+                             f"({message})") from None
+        if "not authorized" in message or "readonly" in message:
             raise ValueError(f"Refused: only reading is allowed ({message})") from None
-        raise ValueError(message) from None
+        raise ValueError(message) from None  # SQLite's own words: "no such column: foo"
     finally:
         conn.close()
     columns = [d[0] for d in cursor.description or []]
-    limited = len(rows) > row_limit
-    result: dict[str, Any] = {"columns": columns, "rows": [dict(r) for r in rows[:row_limit]],
-                              "row_count": min(len(rows), row_limit)}
+    limited = len(rows) > limit_rows
+    result: dict[str, Any] = {"columns": columns, "rows": [dict(r) for r in rows[:limit_rows]],
+                              "row_count": min(len(rows), limit_rows), "limited": limited}
     if limited:
-        result["note"] = f"only the first {row_limit} rows are shown; add LIMIT or aggregate"
+        result["note"] = (f"limited: only the first {limit_rows} rows are shown; "
+                          "add LIMIT or aggregate")
     return result
 
 
@@ -109,7 +150,7 @@ def describe_table(table: Annotated[str, "table name, e.g. orders"]) -> dict:
     tables = list_tables.fn()
     if table not in tables:
         raise ValueError(f"no such table: {table}. Tables: {', '.join(tables)}")
-    conn = connect(authorizer=False)  # pragma_table_info, a fixed query of ours
+    conn = connect()  # no authorizer: pragma_table_info, a fixed query of ours
     try:
         columns = [{"name": r["name"], "type": r["type"]}
                    for r in conn.execute("SELECT name, type FROM pragma_table_info(?)", (table,))]

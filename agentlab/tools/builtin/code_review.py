@@ -100,17 +100,55 @@ def analyze_code_structure(code: CODE, language: LANG = "auto") -> dict:
             "max_complexity": max((f["complexity"] for f in functions), default=0)}
 
 
+_SQL_WORDS = re.compile(r"(?i)\b(select|insert|update|delete)\b")
+_EXECUTE = {"execute", "executemany", "executescript", "raw", "query", "executeQuery"}
+
+
+def _built_sql(node: ast.AST | None) -> bool:
+    """An f-string, + / % concatenation or .format() call whose text looks like SQL."""
+    if isinstance(node, ast.JoinedStr):
+        text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod):
+        text = ast.unparse(node)
+    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+          and node.func.attr == "format"):
+        text = ast.unparse(node.func.value)
+    else:
+        return False
+    return bool(_SQL_WORDS.search(text))
+
+
+def _python_sql_calls(tree: ast.AST) -> set[int]:
+    """Lines where execute()-like calls get SQL built from strings, directly or via a name."""
+    built: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and _built_sql(node.value):
+            built |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    lines = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _EXECUTE and node.args):
+            arg = node.args[0]
+            if _built_sql(arg) or (isinstance(arg, ast.Name) and arg.id in built):
+                lines.add(node.lineno)
+    return lines
+
+
 @tool(category="code")
 def check_security(code: CODE, language: LANG = "auto") -> dict:
     """Security problems: SQL injection, eval/exec, shell commands, secrets, pickle, XSS."""
     lang = _language(code, language)
     findings = []
+    flagged: set[tuple[int, str]] = set()
     for number, line in enumerate(code.splitlines(), 1):
-        seen = set()
         for rule, severity, pattern, message in SECURITY_RULES:
-            if rule not in seen and re.search(pattern, line):
-                seen.add(rule)
+            if (number, rule) not in flagged and re.search(pattern, line):
+                flagged.add((number, rule))
                 findings.append(_finding(severity, number, rule, message))
+    if lang == "python":
+        for number in _python_sql_calls(_parse(code)) - {n for n, _ in flagged}:
+            findings.append(_finding("high", number, "sql-injection",
+                                     "SQL built from strings reaches execute(): use parameters"))
     return _report(lang, findings)
 
 
@@ -140,7 +178,7 @@ def check_performance(code: CODE, language: LANG = "auto") -> dict:
     if lang == "java":
         scan = _java_scan.scan(code)
         loops = scan.loops
-        bodies = [(line, line + 30) for line, _ in loops]
+        bodies = scan.loop_spans
         code_lines = scan.code
     else:
         tree = _parse(code)
@@ -154,10 +192,14 @@ def check_performance(code: CODE, language: LANG = "auto") -> dict:
                                      f"loop nested {depth} deep: O(n^{depth}); "
                                      "index with a dict/set or restructure"))
     in_loop = {n for start, end in bodies for n in range(start + 1, end + 1)}
+    declared = r"\bString\s+(\w+)\s*=" if lang == "java" else r"^\s*(\w+)\s*=\s*(?:f?[\"']|str\()"
+    strings = {m.group(1) for text in lines for m in [re.search(declared, text)] if m}
+    grows = re.compile(r"\w+\s*\+=\s*(str\(|f?[\"'])|\+=\s*\w+\s*\+\s*[\"']"
+                       + "".join(f"|\\b{re.escape(n)}\\s*\\+=" for n in sorted(strings)))
     for number, text in enumerate(code_lines, 1):
         if number not in in_loop:
             continue
-        if re.search(r"\w+\s*\+=\s*(str\(|f?[\"'])|\+=\s*\w+\s*\+\s*[\"']", text):
+        if grows.search(lines[number - 1] if lang == "java" else text):
             findings.append(_finding("medium", number, "string-concat-in-loop",
                                      "string built with += in a loop: collect parts and join"))
         if QUERY_CALL.search(text) and re.search(r"(execute|query|objects|select|find)", text,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import sqlite3
+import tempfile
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
@@ -13,7 +15,10 @@ from agentlab.paths import var_dir
 from agentlab.tools.decorator import tool
 
 ANCHOR = date(2026, 6, 30)
-EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
+_LOCAL = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+# local@domain.tld: dot-separated atoms, hostname labels, an alphabetic TLD; no spaces/newlines.
+EMAIL = re.compile(rf"{_LOCAL}@(?:{_LABEL}\.)+[A-Za-z]{{2,63}}")
 SCHEMA = """
 CREATE TABLE orders (order_id TEXT PRIMARY KEY, customer TEXT NOT NULL, email TEXT NOT NULL,
   status TEXT NOT NULL, delivery_date TEXT NOT NULL, item TEXT NOT NULL);
@@ -36,9 +41,11 @@ def connect() -> sqlite3.Connection:
 
 
 def _build(path: Path) -> None:
+    """Write the demo ERP atomically (own temp file, then rename): safe for concurrent first use."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.unlink(missing_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
     rng = random.Random(7)
     customers = ["Acme GmbH", "Blue Fjord AS", "Casa Lume SL", "Delta Works Ltd",
                  "Eiko KK", "Fonte Verde SpA"]
@@ -125,7 +132,7 @@ def send_email(to: Annotated[str, "recipient address"], subject: str, body: str)
     """Send an e-mail (through Django's mail backend; by default kept in the admin outbox)."""
     from django.core.mail import EmailMessage
 
-    if not EMAIL.match(to.strip()):
+    if len(to.strip()) > 254 or not EMAIL.fullmatch(to.strip()):
         raise ValueError(f"{to!r} is not a valid e-mail address")
     if not subject.strip():
         raise ValueError("the subject is empty")

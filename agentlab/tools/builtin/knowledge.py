@@ -45,10 +45,21 @@ def search(query: Annotated[str, "what to look up, e.g. Altavia Robotics founder
     expression = _match_expression(query)
     if not expression:
         raise ValueError("the query has no words to search for")
+    k = max(1, min(k, 10))
     with _lock:
         rows = _index().execute(
             "SELECT title, text, bm25(kb, 5.0, 1.0) AS score FROM kb WHERE kb MATCH ? "
-            "ORDER BY score LIMIT ?", (expression, max(1, min(k, 10)))).fetchall()
+            "ORDER BY score LIMIT ?", (expression, k + 10)).fetchall()
     if not rows:
         return f"No results for {query!r}. Try fewer or different words."
-    return [{"title": t, "snippet": text, "score": round(-s, 3)} for t, text, s in rows]
+    words = " ".join(_WORD.findall(query.lower()))
+    ranked = sorted(((-s + _title_bonus(t, words), t, text) for t, text, s in rows),
+                    key=lambda r: -r[0])
+    return [{"title": t, "snippet": text, "score": round(s, 3)} for s, t, text in ranked[:k]]
+
+
+def _title_bonus(title: str, words: str) -> float:
+    """Naming an entry's whole title beats naming part of a longer one ("Ostravel" vs
+    "Ostravel Comets"); the longer of two named titles wins."""
+    title_words = _WORD.findall(title.lower())
+    return 2.0 * len(title_words) if f" {' '.join(title_words)} " in f" {words} " else 0.0
