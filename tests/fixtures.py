@@ -18,3 +18,19 @@ def other_user(django_user_model):
 @pytest.fixture
 def staff(django_user_model):
     return django_user_model.objects.create_superuser(username="root", password="pw-root-123")
+
+
+@pytest.fixture
+def own_var_dir(tmp_path, monkeypatch):
+    """A fresh state folder: demo databases are built anew inside it."""
+    monkeypatch.setenv("AGENTLAB_VAR_DIR", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def ex():
+    """A ToolExecutor over every built-in tool, with default policies."""
+    from agentlab.tools.executor import ToolExecutor
+    from agentlab.tools.registry import builtin_tools
+
+    return ToolExecutor(builtin_tools())

@@ -17,14 +17,7 @@ from agentlab.tools.registry import builtin_tools
 SAMPLES = Path(__file__).parent / "samples"
 
 
-@pytest.fixture(autouse=True)
-def _own_var_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("AGENTLAB_VAR_DIR", str(tmp_path))
-
-
-@pytest.fixture(scope="module")
-def ex() -> ToolExecutor:
-    return ToolExecutor(builtin_tools())
+pytestmark = pytest.mark.usefixtures("own_var_dir")
 
 
 def call(ex: ToolExecutor, name: str, args):

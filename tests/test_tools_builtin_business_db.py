@@ -9,17 +9,8 @@ import pytest
 
 from agentlab.tools.builtin import business_db
 from agentlab.tools.executor import ToolExecutor
-from agentlab.tools.registry import builtin_tools
 
-
-@pytest.fixture(autouse=True)
-def _own_var_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("AGENTLAB_VAR_DIR", str(tmp_path))
-
-
-@pytest.fixture(scope="module")
-def ex() -> ToolExecutor:
-    return ToolExecutor(builtin_tools())
+pytestmark = pytest.mark.usefixtures("own_var_dir")
 
 
 async def query(ex: ToolExecutor, sql: str):

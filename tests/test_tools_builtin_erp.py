@@ -10,20 +10,12 @@ import pytest
 from django.test import override_settings
 
 from agentlab.tools.builtin import erp
-from agentlab.tools.executor import ToolExecutor
 from agentlab.tools.registry import builtin_tools
 
 LOCMEM = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}
 
 
-@pytest.fixture(autouse=True)
-def _own_var_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("AGENTLAB_VAR_DIR", str(tmp_path))
-
-
-@pytest.fixture(scope="module")
-def ex() -> ToolExecutor:
-    return ToolExecutor(builtin_tools())
+pytestmark = pytest.mark.usefixtures("own_var_dir")
 
 
 def test_specs_are_erp_and_mark_side_effects():
