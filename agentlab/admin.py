@@ -109,7 +109,7 @@ class AgentAdmin(admin.ModelAdmin):
     inlines = [RoleProfileInline]
     readonly_fields = ["paradigm_parameters"]
     fieldsets = [
-        (None, {"fields": ["name", "paradigm", "description", "model_profile"]}),
+        (None, {"fields": ["name", "paradigm", "description", "demo_question", "model_profile"]}),
         ("Prompt and tools", {"fields": ["system_prompt", "tools"]}),
         ("Paradigm parameters", {"fields": ["params", "paradigm_parameters"]}),
         ("Limits", {"fields": ["max_steps", "max_llm_calls", "total_timeout_s",

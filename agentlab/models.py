@@ -125,6 +125,9 @@ class Agent(models.Model):
     name = models.CharField(max_length=100, unique=True)
     paradigm = models.CharField(max_length=50, help_text="react, plan_execute, reflexion, …")
     description = models.TextField(blank=True)
+    demo_question = models.TextField(
+        blank=True, help_text="A question that shows what this agent is for (offered in chat and "
+        "compare).")
     system_prompt = models.TextField(blank=True, help_text="Prepended to the paradigm's prompt.")
     model_profile = models.ForeignKey(ModelProfile, on_delete=models.PROTECT, related_name="agents")
     tools = models.ManyToManyField(Tool, blank=True, related_name="agents")
@@ -156,6 +159,15 @@ class Agent(models.Model):
             self.params = validate_params(self.paradigm, self.params or {})
         except ValueError as exc:
             raise ValidationError({"params": str(exc)}) from None
+        # Multi-Agent members may name other agents: they must exist and not be this one.
+        names = {m["agent"] for m in self.params.get("members", [])
+                 if isinstance(m, dict) and m.get("agent")}
+        if self.name in names:
+            raise ValidationError({"params": f"a member cannot be the agent itself ({self.name})"})
+        if missing := names - set(Agent.objects.filter(name__in=names)
+                                  .values_list("name", flat=True)):
+            raise ValidationError(
+                {"params": f"members name agents that do not exist: {', '.join(sorted(missing))}"})
 
 
 class AgentRoleProfile(models.Model):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -16,6 +17,7 @@ from agentlab.llm.client import OpenAIChatModel
 from agentlab.llm.types import ProfileConfig
 from agentlab.models import Agent
 from agentlab.paradigms.base import (
+    AgentSpec,
     Limits,
     RunContext,
     RunOutcome,
@@ -33,8 +35,9 @@ from traces.recorder import Recorder, TeeSink
 LIMIT_FIELDS = ("max_steps", "max_llm_calls", "total_timeout_s", "tool_timeout_s", "token_budget")
 
 
-def snapshot(agent: Agent) -> dict[str, Any]:
-    """Everything needed to run `agent` again, as JSON (key *variable names* only, never keys)."""
+def snapshot(agent: Agent, *, _seen: frozenset[int] = frozenset()) -> dict[str, Any]:
+    """Everything needed to run `agent` again, as JSON (key *variable names* only, never keys).
+    A Multi-Agent's members that name configured agents are frozen inside it, under "agents"."""
     default = to_config(agent.model_profile, resolve_local=False)
     profiles = {"default": dataclasses.asdict(default)}
     for rp in agent.role_profiles.select_related("profile"):
@@ -53,7 +56,21 @@ def snapshot(agent: Agent) -> dict[str, Any]:
         "limits": {f: getattr(agent, f) for f in LIMIT_FIELDS},
         "profiles": profiles,
         "tools": tools,
+        "agents": _member_snapshots(agent, _seen | {agent.pk}),
     }
+
+
+def _member_snapshots(agent: Agent, seen: frozenset[int]) -> dict[str, Any]:
+    names = {m.get("agent") for m in (agent.params or {}).get("members", [])
+             if isinstance(m, dict) and m.get("agent")}
+    members = {}
+    for member in Agent.objects.filter(name__in=names):
+        if member.pk in seen:
+            raise ValueError(f"agent {agent.name!r}: member {member.name!r} contains itself")
+        members[member.name] = snapshot(member, _seen=seen)
+    if missing := names - set(members):
+        raise ValueError(f"agent {agent.name!r}: no agent named {', '.join(sorted(missing))}")
+    return members
 
 
 def profile_from_dict(data: dict[str, Any]) -> ProfileConfig:
@@ -67,16 +84,15 @@ def build_context(snap: dict[str, Any], *, sink: Any, user_groups: list[str] | N
                   is_superuser: bool = False, history: list[dict] | None = None,
                   **hooks: Any) -> RunContext:
     """A RunContext from a snapshot: models per role, the tools executor, limits."""
-    registry = builtin_tools()
-    tools = {name: registry[name] for name in snap["tools"] if name in registry}
-    policies = {
-        name: ToolPolicy(**{**p, "allowed_groups": frozenset(p["allowed_groups"])})
-        for name, p in snap["tools"].items()
-        if name in tools
+    executor = _executor(snap, user_groups or [], is_superuser)
+    models = _models(snap)
+    agents = {
+        name: AgentSpec(name=name, paradigm=member["paradigm"], params=member["params"],
+                        system_prompt=member["system_prompt"],
+                        executor=_executor(member, user_groups or [], is_superuser),
+                        models=_models(member))
+        for name, member in snap.get("agents", {}).items()
     }
-    executor = ToolExecutor(tools, policies, user_groups=user_groups or [],
-                            is_superuser=is_superuser)
-    models = {role: OpenAIChatModel(profile_from_dict(p)) for role, p in snap["profiles"].items()}
     limits = Limits(**{k: v for k, v in snap["limits"].items() if v is not None})
     return RunContext(
         models=models,
@@ -86,8 +102,24 @@ def build_context(snap: dict[str, Any], *, sink: Any, user_groups: list[str] | N
         params=snap["params"],
         system_prompt=snap["system_prompt"],
         history=history or [],
+        agents=agents,
         **hooks,
     )
+
+
+def _executor(snap: dict[str, Any], user_groups: list[str], is_superuser: bool) -> ToolExecutor:
+    registry = builtin_tools()
+    tools = {name: registry[name] for name in snap["tools"] if name in registry}
+    policies = {
+        name: ToolPolicy(**{**p, "allowed_groups": frozenset(p["allowed_groups"])})
+        for name, p in snap["tools"].items()
+        if name in tools
+    }
+    return ToolExecutor(tools, policies, user_groups=user_groups, is_superuser=is_superuser)
+
+
+def _models(snap: dict[str, Any]) -> dict[str, OpenAIChatModel]:
+    return {role: OpenAIChatModel(profile_from_dict(p)) for role, p in snap["profiles"].items()}
 
 
 def create_run(agent: Agent, user: Any, question: str, *, history: list[dict] | None = None,
@@ -99,14 +131,19 @@ def create_run(agent: Agent, user: Any, question: str, *, history: list[dict] | 
     )
 
 
-async def execute_run(run: Run, *, watchers: tuple[Any, ...] = (), **hooks: Any) -> RunOutcome:
+async def execute_run(run: Run, *, watchers: tuple[Any, ...] = (),
+                      prepare: Callable[[RunContext], None] | None = None,
+                      **hooks: Any) -> RunOutcome:
     """Run a recorded Run to its end in this task; every step is persisted, then published
-    (and then shown to `watchers`, extra sinks such as the terminal)."""
+    (and then shown to `watchers`, extra sinks such as the terminal). `prepare` may rewire the
+    built context before it runs (replay and forks wrap its models, tools and sink)."""
     user = await sync_to_async(lambda: run.user)()
     groups = await sync_to_async(lambda: list(user.groups.values_list("name", flat=True)))()
     sink = TeeSink(Recorder(run.pk), *watchers) if watchers else Recorder(run.pk)
     ctx = build_context(run.agent_snapshot, sink=sink, user_groups=groups,
                         is_superuser=user.is_superuser, history=run.history, **hooks)
+    if prepare is not None:
+        prepare(ctx)
     paradigm = get_paradigm(run.paradigm)()
     RUNNING[run.pk] = ctx
     try:

@@ -37,6 +37,9 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "agentlab",
+    "agentlab.chat",
+    "agentlab.compare",
+    "agentlab.evals",
     "traces",
 ]
 
@@ -84,6 +87,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
+    # A file, not pytest-django's default in-memory database, so that a live server process
+    # (the browser tests' daphne) sees what the tests write.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_agentlab.sqlite3")}
 
 if redis_url := os.environ.get("REDIS_URL"):
     CHANNEL_LAYERS = {

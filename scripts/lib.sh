@@ -85,8 +85,9 @@ ensure_llama_wheel() {
 
 # pip install -r FILE, skipped when the requirements are unchanged since the last success.
 install_requirements() {
-  local file=$1 stamp=".venv/.installed-$(basename "$file")"
-  local sum
+  local file=$1
+  local stamp sum
+  stamp=".venv/.installed-$(basename "$file")"
   sum=$(cat "$file" requirements*.txt scripts/lib.sh | sha256sum | cut -d' ' -f1)
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ]; then
     step "Requirements from $file already installed"
@@ -102,4 +103,16 @@ install_requirements() {
     "$(ls "$(llama_wheel_dir)"/llama_cpp_python-*.whl | tail -n 1)"
   echo "$sum" >"$stamp"
   step "Installed in $((SECONDS - start)) s"
+}
+
+# Debian's chromium for the browser tests (Playwright drives it; it never downloads a browser).
+ensure_chromium() {
+  if command -v chromium >/dev/null 2>&1; then
+    return 0
+  fi
+  step "Installing Debian's chromium for the browser tests (once, ~1 minute)"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 }

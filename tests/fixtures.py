@@ -34,3 +34,18 @@ def ex():
     from agentlab.tools.registry import builtin_tools
 
     return ToolExecutor(builtin_tools())
+
+
+@pytest.fixture
+def calc_agent(fake_llm):
+    """A function-calling ReAct agent with the calculator, on the scripted model server."""
+    from agentlab.models import Agent, ModelProfile, Tool
+
+    profile = ModelProfile.objects.create(name="Scripted", base_url=fake_llm.base_url,
+                                          model="scripted-model", retries=0)
+    agent = Agent(name="Calc agent", paradigm="react", model_profile=profile,
+                  params={"mode": "function_calling"})
+    agent.full_clean()
+    agent.save()
+    agent.tools.set(Tool.objects.filter(name="calculator"))
+    return agent

@@ -121,6 +121,18 @@ def test_home_and_admin_load_for_a_logged_in_user(client, staff):
 
 
 @pytest.mark.django_db
+def test_home_lists_the_default_agents_with_their_demo_questions(client, user):
+    from agentlab.defaults import DEFAULT_AGENTS, load_defaults
+
+    load_defaults()
+    client.force_login(user)
+    page = client.get("/").content.decode()
+    for spec in DEFAULT_AGENTS:
+        assert f"Run the demo question of {spec.name}" in page
+    assert "Where was the founder of the company that makes the Zephyr X2 born?" in page
+
+
+@pytest.mark.django_db
 def test_login_page_and_health_are_public(client):
     assert client.get("/login/").status_code == 200
     assert client.get("/healthz").json() == {"ok": True}

@@ -221,6 +221,21 @@ async def test_execute_bug_fails_with_an_error_step() -> None:
     assert sink.statuses[-1][0] == "failed"
 
 
+async def test_steps_left_running_by_a_run_that_stopped_early_are_closed() -> None:
+    async def body(ctx, task):
+        await ctx.emit(Step(kind="node", text="a tree node", status="running"))
+        await ctx.emit(Step(kind="plan", text="done step"))
+        raise BudgetExceeded("reached the limit of 1 LLM calls")
+
+    ctx, sink = make_context(ScriptedModel([]))
+    outcome = await execute(Scripted(body), ctx, "q")
+    assert outcome.status == "failed"
+    node = sink.of_kind("node")[0]
+    assert node.status == "error"
+    assert node.meta["unfinished"] == "reached the limit of 1 LLM calls"
+    assert sink.of_kind("plan")[0].status == "ok"
+
+
 async def test_execute_llm_error_fails_readably() -> None:
     async def body(ctx, task):
         return (await ctx.llm("agent", MESSAGES)).text
@@ -244,6 +259,23 @@ async def test_execute_timeout_gives_a_partial_answer() -> None:
     assert outcome.status == "timed_out" and "2.1 million" in outcome.answer
     assert outcome.error == "timed out after 0.3 s"
     assert sink.steps[-1].kind == "final" and sink.statuses[-1][0] == "timed_out"
+
+
+async def test_time_waiting_for_an_approval_does_not_count_towards_the_timeout() -> None:
+    async def slow_person(step: Step) -> Approval:
+        await asyncio.sleep(0.5)  # longer than the whole run may take
+        return Approval(True, reason="approved after a while")
+
+    async def body(ctx, task):
+        result = await ctx.tool("lookup", {"city": "Paris"})
+        return result.observation
+
+    ctx, sink = make_context(ScriptedModel([]), [lookup], limits=Limits(total_timeout_s=0.3),
+                             policies={"lookup": ToolPolicy(needs_approval=True)},
+                             approver=slow_person)
+    outcome = await execute(Scripted(body), ctx, "q")
+    assert outcome.status == "succeeded", outcome.error
+    assert "2.1 million" in outcome.answer
 
 
 async def test_cancel_interrupts_a_running_tool() -> None:

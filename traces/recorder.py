@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,7 +60,9 @@ class Recorder:
 
     async def step(self, step: StepRecord) -> None:
         await sync_to_async(self._save_step, thread_sensitive=False)(step)
-        await self._send({"type": "run.step", "seq": step.seq, "step": step.to_dict()})
+        # sent_at (epoch s, after the row is written) lets a watcher measure publish latency.
+        await self._send({"type": "run.step", "seq": step.seq, "step": step.to_dict(),
+                          "sent_at": time.time()})
 
     async def token(self, seq: int, delta: str) -> None:
         await self._send({"type": "run.token", "seq": seq, "delta": delta})

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -62,3 +64,19 @@ class Step:
         if "meta" in data and data["meta"] is None:
             data = {**data, "meta": {}}
         return cls(**data)
+
+
+def normalise_args(arguments: Any) -> str:
+    """A stable key for a call's arguments: sorted keys, whitespace collapsed. The runtime's
+    loop detector and the trace diff both use it, so "the same call" means one thing."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return " ".join(value.split())
+        if isinstance(value, Mapping):
+            return {str(k): clean(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value]
+        return value
+
+    return json.dumps(clean(arguments), sort_keys=True, default=str)

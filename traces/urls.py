@@ -6,5 +6,13 @@ from traces import views
 
 urlpatterns = [
     path("", views.run_list, name="runs"),
+    path("import/", views.run_import, name="run_import"),
+    path("diff/", views.run_diff, name="run_diff"),
     path("<int:pk>/", views.run_detail, name="run"),
+    path("<int:pk>/steps/", views.run_steps, name="run_steps"),
+    path("<int:pk>/steps/<int:seq>/payload/<str:field>/", views.step_payload,
+         name="step_payload"),
+    path("<int:pk>/steps/<int:seq>/messages/", views.step_messages, name="step_messages"),
+    path("<int:pk>/export/", views.run_export, name="run_export"),
+    path("<int:pk>/export/otlp/", views.run_export_otlp, name="run_export_otlp"),
 ]

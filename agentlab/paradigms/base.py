@@ -8,7 +8,14 @@ Approval) · registry (Paradigm, register_paradigm, get_paradigm, …) · runtim
 from __future__ import annotations
 
 from agentlab.paradigms.context import Approval, RunContext, deny_all, normalise_args
-from agentlab.paradigms.limits import BudgetExceeded, Limits, LoopDetected, RunCancelled, Totals
+from agentlab.paradigms.limits import (
+    BudgetExceeded,
+    IterationLimit,
+    Limits,
+    LoopDetected,
+    RunCancelled,
+    Totals,
+)
 from agentlab.paradigms.registry import (
     Paradigm,
     get_paradigm,
@@ -17,12 +24,15 @@ from agentlab.paradigms.registry import (
     validate_params,
 )
 from agentlab.paradigms.runtime import RunOutcome, execute
+from agentlab.paradigms.scopes import AgentSpec, Scope
 from agentlab.paradigms.sinks import MemorySink, StepSink
 from traces.schema import Step
 
 __all__ = [
+    "AgentSpec",
     "Approval",
     "BudgetExceeded",
+    "IterationLimit",
     "Limits",
     "LoopDetected",
     "MemorySink",
@@ -30,6 +40,7 @@ __all__ = [
     "RunCancelled",
     "RunContext",
     "RunOutcome",
+    "Scope",
     "Step",
     "StepSink",
     "Totals",

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentlab.llm.errors import LLMError
-from agentlab.paradigms.limits import BudgetExceeded, Limits, LoopDetected, RunCancelled, Totals
+from agentlab.paradigms.limits import (
+    BudgetExceeded,
+    Limits,
+    LoopDetected,
+    RunCancelled,
+    Totals,
+    deadline_lifted,
+)
+from agentlab.paradigms.scopes import AgentSpec, ScopedContext
 from agentlab.paradigms.sinks import StepSink
 from agentlab.tools.executor import ToolResult
-from traces.schema import Step
+from traces.schema import Step, normalise_args
+
+__all__ = ["Approval", "RunContext", "deny_all", "normalise_args"]
 
 if TYPE_CHECKING:
     from agentlab.llm.types import ChatModel, ChatResult
@@ -35,22 +44,7 @@ async def deny_all(step: Step) -> Approval:
     return Approval(False, reason="no approver is attached to this run")
 
 
-def normalise_args(arguments: Any) -> str:
-    """A stable key for a call's arguments: sorted keys, trimmed whitespace."""
-
-    def clean(value: Any) -> Any:
-        if isinstance(value, str):
-            return " ".join(value.split())
-        if isinstance(value, Mapping):
-            return {str(k): clean(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [clean(v) for v in value]
-        return value
-
-    return json.dumps(clean(arguments), sort_keys=True, default=str)
-
-
-class RunContext:
+class RunContext(ScopedContext):
     """Everything a paradigm needs: ctx.llm, ctx.tool, ctx.emit, ctx.checkpoint, budgets."""
 
     def __init__(
@@ -65,16 +59,19 @@ class RunContext:
         history: list[dict[str, Any]] | None = None,
         checkpoint: CheckpointHook | None = None,
         approver: Callable[[Step], Awaitable[Approval]] | None = None,
+        agents: Mapping[str, AgentSpec] | None = None,
     ) -> None:
         if "default" not in models:
             raise ValueError("models needs a 'default' entry (other keys are roles)")
         self.models = models
-        self.executor = executor
+        self._executor = executor
         self.sink = sink
+        self.agents = dict(agents or {})  # other agents by name, for Multi-Agent members
         self.limits = limits or Limits()
-        self.params = dict(params or {})
-        self.system_prompt = system_prompt
-        self.history = list(history or [])
+        self._params = dict(params or {})
+        self._system_prompt = system_prompt
+        self._history = list(history or [])
+        self._init_scope()
         self.approver = approver or deny_all
         self.checkpoint_hook = checkpoint
         self.on_loop: LoopHook | None = None  # set by a paradigm that turns loops into nudges
@@ -83,6 +80,8 @@ class RunContext:
         self.cancelled = False
         self._seq = 0
         self._steps_counted = 0
+        self.timeout: asyncio.Timeout | None = None  # the total timeout, set by execute()
+        self._open: dict[int, Step] = {}  # emitted steps still `running`, by seq
         self._calls: list[str] = []  # "name args" of each tool call, for loop detection
         self._task: asyncio.Task[Any] | None = None  # the paradigm's task, set by execute()
         self._started = time.monotonic()
@@ -92,13 +91,29 @@ class RunContext:
     async def emit(self, step: Step, *, counted: bool = True) -> Step:
         """Send `step` to the sink; a new step (seq 0) gets the next seq, else it is an update."""
         if step.seq == 0:
+            scope = self._scope.get()
+            if step.parent is None and scope.parent is not None:
+                step.parent = scope.parent
+            if scope.role and step.role == "agent":
+                step.role = scope.role
             if counted and self._steps_counted >= self.limits.max_steps:
                 raise BudgetExceeded(f"reached the limit of {self.limits.max_steps} steps")
             self._seq += 1
             step.seq = self._seq
             self._steps_counted += counted
+        if step.status == "running":
+            self._open[step.seq] = step
+        else:
+            self._open.pop(step.seq, None)
         await self.sink.step(step)
         return step
+
+    async def close_open_steps(self, reason: str) -> None:
+        """Finish every step still `running` (a plan item, a node, a member's message) when
+        the run ends early, so none stays running in the trace."""
+        for step in list(self._open.values()):
+            step.meta = {**step.meta, "unfinished": reason}
+            await self.finish(step, status="error")
 
     async def finish(self, step: Step, *, status: str = "ok", started: float | None = None,
                      **fields: Any) -> Step:
@@ -115,7 +130,8 @@ class RunContext:
         self.raise_if_cancelled()
         if self.checkpoint_hook is None:
             return None
-        edited = await self.checkpoint_hook(step)
+        with deadline_lifted(self.timeout):
+            edited = await self.checkpoint_hook(step)
         self.raise_if_cancelled()  # the user may have cancelled while the run was paused
         return edited
 
@@ -128,9 +144,6 @@ class RunContext:
     def raise_if_cancelled(self) -> None:
         if self.cancelled:
             raise RunCancelled("the run was cancelled")
-
-    def model_for(self, role: str) -> ChatModel:
-        return self.models.get(role) or self.models["default"]
 
     # ------------------------------------------------------------------ the LLM
 
@@ -150,6 +163,7 @@ class RunContext:
         """One recorded model call: budgets first, then an `llm` step with request and reply."""
         self.raise_if_cancelled()
         self._check_llm_budget()
+        role = self._scoped_role(role)
         model = self.model_for(role)
         # A copy: the paradigm keeps appending to its list, the step keeps what was sent.
         request = {"messages": list(messages), "tools": tools, "tool_choice": tool_choice,
@@ -198,7 +212,7 @@ class RunContext:
     # ------------------------------------------------------------------ tools
 
     async def tool(self, name: str, args: Any, *, parent: int | None = None,
-                   role: str = "agent") -> ToolResult:
+                   role: str = "agent", meta: dict[str, Any] | None = None) -> ToolResult:
         """One recorded tool call: loop check, approval, checkpoint, run, `tool` step."""
         self.raise_if_cancelled()
         nudge = await self._check_loop(name, args, parent)
@@ -213,7 +227,7 @@ class RunContext:
             if decision.arguments is not None:
                 args = decision.arguments
         step = await self.emit(Step(kind="tool", role=role, name=name, parent=parent,
-                                    input=args, status="running"))
+                                    input=args, status="running", meta=dict(meta or {})))
         edited = await self.checkpoint(step)
         if edited is not None:
             args = step.input = edited
@@ -256,7 +270,8 @@ class RunContext:
         step = await self.emit(Step(kind="approval", role=role, name=name, parent=parent,
                                     input=args, status="running"))
         started = time.perf_counter()
-        decision = await self.approver(step)
+        with deadline_lifted(self.timeout):
+            decision = await self.approver(step)
         self.raise_if_cancelled()
         step.meta.update(approved=decision.approved, reason=decision.reason)
         await self.finish(step, started=started, output={

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -47,6 +50,11 @@ class BudgetExceeded(Exception):
         self.status = status
 
 
+class IterationLimit(BudgetExceeded):
+    """A paradigm's own loop ran out (ReAct's max_iterations): in a sub-run the caller may
+    catch it and go on; at the top it ends the run like any limit."""
+
+
 class LoopDetected(Exception):
     """The agent repeated the same tool call `max_repeats` times in a row."""
 
@@ -57,3 +65,22 @@ class LoopDetected(Exception):
 
 class RunCancelled(Exception):
     """The user cancelled the run."""
+
+
+@contextlib.contextmanager
+def deadline_lifted(timeout: asyncio.Timeout | None) -> Iterator[None]:
+    """Time spent waiting for a person (a pause, an approval) does not count towards the run's
+    total timeout: the deadline is lifted while waiting and moved back by as long after, so a
+    run nobody approves waits, visibly, instead of timing out."""
+    when = timeout.when() if timeout is not None else None
+    if timeout is None or when is None or timeout.expired():
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    timeout.reschedule(None)
+    try:
+        yield
+    finally:
+        if not timeout.expired():
+            timeout.reschedule(when + (loop.time() - started))

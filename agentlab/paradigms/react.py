@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentlab.paradigms._parse_common import unwrap_fence
-from agentlab.paradigms.base import BudgetExceeded, Paradigm, register_paradigm
+from agentlab.paradigms.base import IterationLimit, Paradigm, register_paradigm
 from agentlab.paradigms.parsing import ParseError, ReactFinal, parse_react
 from agentlab.paradigms.prompt_files import fill, load_prompt
 from agentlab.paradigms.reflector import Reflection, make_reflector, record_reflection
@@ -56,8 +56,7 @@ class ReAct(Paradigm):
 
     async def run(self, ctx: RunContext, task: str) -> str:
         """Loop thought → action → observation until an answer or max_iterations."""
-        params = {**{k: v["default"] for k, v in self.params_schema["properties"].items()},
-                  **ctx.params}
+        params = self.params_of(ctx)
         # Per-run state on the instance: the runner builds one instance per run.
         self.ctx, self.task = ctx, task
         self.reflector = make_reflector(params["reflector"])
@@ -72,7 +71,7 @@ class ReAct(Paradigm):
             answer = await turn(messages)
             if answer is not None:
                 return answer
-        raise BudgetExceeded(f"reached max_iterations ({params['max_iterations']}) "
+        raise IterationLimit(f"reached max_iterations ({params['max_iterations']}) "
                              "without a final answer")
 
     def _start(self, mode: str) -> list[dict[str, Any]]:

@@ -31,6 +31,13 @@ class Paradigm:
         """Solve `task` through `ctx` and return the final answer."""
         raise NotImplementedError
 
+    def params_of(self, ctx: RunContext) -> dict[str, Any]:
+        """ctx.params over the schema's defaults (a snapshot has them filled in already; a
+        sub-run or a test may pass only some)."""
+        defaults = {k: copy.deepcopy(v["default"])
+                    for k, v in self.params_schema.get("properties", {}).items() if "default" in v}
+        return {**defaults, **ctx.params}
+
     def partial_answer(self, ctx: RunContext, reason: str) -> str:
         """What to answer when the run stops early (budget, loop, timeout, cancel)."""
         findings = [f for f in ctx.findings if f.strip()]
@@ -100,7 +107,9 @@ def validate_params(key: str, params: dict[str, Any] | None) -> dict[str, Any]:
     for name, prop in schema.get("properties", {}).items():
         if name not in filled and "default" in prop:
             filled[name] = copy.deepcopy(prop["default"])
-    validator = jsonschema.Draft202012Validator(schema)
+    # The format checker makes "format": "regex" (and the like) checked, not just annotations.
+    validator = jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     error = jsonschema.exceptions.best_match(validator.iter_errors(filled))
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "params"

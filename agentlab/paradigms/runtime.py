@@ -38,7 +38,7 @@ async def execute(paradigm: Paradigm, ctx: RunContext, task: str) -> RunOutcome:
     # The paradigm runs in its own task so ctx.cancel() can interrupt whatever it awaits.
     inner = asyncio.ensure_future(paradigm.run(ctx, task))
     ctx._task = inner
-    timeout = asyncio.timeout(ctx.limits.total_timeout_s)
+    timeout = ctx.timeout = asyncio.timeout(ctx.limits.total_timeout_s)
     outer_cancelled = False
     try:
         async with timeout:
@@ -68,6 +68,7 @@ async def execute(paradigm: Paradigm, ctx: RunContext, task: str) -> RunOutcome:
         if not inner.done():
             inner.cancel()
     ctx.totals.wall_ms = (time.perf_counter() - started) * 1000
+    await ctx.close_open_steps(error or "the run ended before this step finished")
     if status != "succeeded":
         if status != "cancelled":
             await ctx.emit(Step(kind="error", text=error or "", status="error",

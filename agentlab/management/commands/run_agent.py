@@ -6,11 +6,10 @@ import asyncio
 import sys
 from typing import Any
 
-from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from agentlab.cli_output import TerminalSink
-from agentlab.models import Agent
+from agentlab.management.commandutil import find_agent, find_user, needs_embedded, start_embedded
 
 
 class Command(BaseCommand):
@@ -30,11 +29,11 @@ class Command(BaseCommand):
                no_model: bool, **options: Any) -> None:
         from agentlab.runner import create_run
 
-        row = self._agent(agent)
-        owner = self._user(user)
+        row = find_agent(agent)
+        owner = find_user(user)
         server = None
-        if not no_model and self._needs_embedded(row):
-            server = self._start_embedded()
+        if not no_model and needs_embedded([row]):
+            server = start_embedded(self.stdout)
         run = create_run(row, owner, question)
         self.stdout.write(f"Run {run.pk}: {row.name} ({row.paradigm}) — {question}")
         try:
@@ -74,52 +73,3 @@ class Command(BaseCommand):
 
         return await execute_run(run, watchers=(TerminalSink(self.stdout._out),),
                                  approver=approver)
-
-    def _agent(self, ref: str) -> Agent:
-        agents = Agent.objects.select_related("model_profile")
-        found = agents.filter(name=ref).first() or (
-            agents.filter(pk=int(ref)).first() if ref.isdigit() else None
-        )
-        if found is None:
-            names = ", ".join(repr(n) for n in Agent.objects.values_list("name", flat=True))
-            raise CommandError(f"No agent named {ref!r}. Agents: {names or 'none (run setup)'}")
-        return found
-
-    def _user(self, username: str | None) -> Any:
-        User = get_user_model()
-        if username:
-            try:
-                return User.objects.get(username=username)
-            except User.DoesNotExist:
-                raise CommandError(f"No user named {username!r}.") from None
-        admin = User.objects.filter(is_superuser=True).order_by("pk").first()
-        if admin is None:
-            raise CommandError("No admin user yet: run `manage.py setup` first.")
-        return admin
-
-    def _needs_embedded(self, agent: Agent) -> bool:
-        from agentlab.llm.local_server import local_base_url
-
-        uses = [agent.model_profile, *(rp.profile for rp in agent.role_profiles.all())]
-        if not any(p.is_embedded for p in uses):
-            return False
-        import urllib.request
-
-        try:
-            urllib.request.urlopen(local_base_url() + "/models", timeout=2).close()
-            return False
-        except OSError:
-            return True
-
-    def _start_embedded(self) -> Any:
-        from agentlab.llm.local_server import LocalModelError, LocalModelServer
-
-        self.stdout.write("Starting the embedded model for this run…")
-        server = LocalModelServer(port=0)
-        try:
-            server.start()
-        except LocalModelError as exc:
-            raise CommandError(str(exc)) from None
-        return server
-
-

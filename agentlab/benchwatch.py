@@ -1,0 +1,185 @@
+"""The browsers of `manage.py bench_live`: one WebSocket per run, a clock on every step frame.
+
+Latency of a step frame = its arrival here minus the moment the server recorded it. When the
+frame carries `sent_at` (stamped by the recorder after the row is written) that is the clock;
+otherwise the step's own end (started_at + duration_ms), which also counts the step's database
+write and so is an upper bound. Both are time.time() on the same machine.
+
+It runs as its own process (python -m agentlab.benchwatch SPEC_JSON), free of Django: daphne
+pins txaio to Twisted in a Django process, and the clocks should not share a GIL with the
+server either. autobahn is imported there only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+FINISHED = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
+CLOCK_SENT = "sent_at (recorded → arrival)"
+CLOCK_END = "step end (upper bound: includes the step's DB write)"
+
+
+def latency_ms(frame: dict[str, Any], arrived: float) -> tuple[float, str]:
+    """How long a step frame took to arrive, and by which clock."""
+    if isinstance(frame.get("sent_at"), int | float):
+        return (arrived - frame["sent_at"]) * 1000, CLOCK_SENT
+    step = frame.get("step") or {}
+    end = step.get("started_at", arrived) + (step.get("duration_ms") or 0) / 1000
+    return (arrived - end) * 1000, CLOCK_END
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+@dataclass
+class Probe:
+    """What one socket saw of one run."""
+
+    run_id: int
+    latencies_ms: list[float] = field(default_factory=list)
+    clock: str = ""
+    totals: dict[str, Any] = field(default_factory=dict)
+    status: str = ""
+    finished_at: float = 0.0
+    synced: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop()
+                                   .create_future())
+    done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop()
+                                 .create_future())
+    errors: list[str] = field(default_factory=list)
+
+    def on_frame(self, frame: dict[str, Any], arrived: float) -> None:
+        kind = frame.get("type")
+        if kind == "step" and self.synced.done():
+            ms, self.clock = latency_ms(frame, arrived)
+            self.latencies_ms.append(ms)
+        elif kind == "synced" and not self.synced.done():
+            self.synced.set_result(True)
+        elif kind == "final" and not self.done.done():
+            self.status, self.totals, self.finished_at = frame["status"], frame["totals"], arrived
+            if frame.get("error"):
+                self.errors.append(str(frame["error"]))
+            self.done.set_result(True)
+        elif kind == "error":
+            self.errors.append(str(frame.get("error")))
+
+    def lost(self, reason: str) -> None:
+        for fut in (self.synced, self.done):
+            if not fut.done():
+                fut.set_exception(ConnectionError(f"run {self.run_id}: socket closed: {reason}"))
+
+
+def _socket_class() -> type:
+    from autobahn.asyncio.websocket import WebSocketClientProtocol
+
+    class Socket(WebSocketClientProtocol):
+        def onOpen(self) -> None:  # noqa: N802 (autobahn's names)
+            self.send_json({"action": "sync", "last_seq": 0})
+
+        def onMessage(self, payload: bytes, is_binary: bool) -> None:  # noqa: N802
+            arrived = time.time()  # before parsing: the parse is ours, not the server's
+            self.factory.probe.on_frame(json.loads(payload), arrived)
+
+        def onClose(self, was_clean: bool, code: int | None, reason: str | None) -> None:  # noqa: N802
+            self.factory.probe.lost(f"{code} {reason or ''}")
+
+        def send_json(self, data: dict[str, Any]) -> None:
+            self.sendMessage(json.dumps(data).encode())
+
+    return Socket
+
+
+@dataclass
+class LevelResult:
+    runs: int
+    steps: int
+    elapsed_s: float
+    latencies_ms: list[float]
+    clock: str
+    overhead_ms_per_step: float
+    failed: int
+    first_error: str = ""
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.elapsed_s if self.elapsed_s else 0.0
+
+    def percentiles(self) -> dict[str, float]:
+        v = self.latencies_ms
+        return {"p50": percentile(v, 50), "p95": percentile(v, 95), "p99": percentile(v, 99),
+                "max": max(v, default=0.0)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LevelResult:
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields (raw latencies included) plus the derived figures."""
+        return {**dataclasses.asdict(self), "steps_per_s": self.steps_per_s,
+                "latency": self.percentiles(), "frames": len(self.latencies_ms)}
+
+
+async def run_level(port: int, cookie: str, run_ids: list[int], timeout: float) -> LevelResult:
+    """Watch `run_ids` on one socket each, start them all at once, wait for every final."""
+    from autobahn.asyncio.websocket import WebSocketClientFactory
+
+    loop = asyncio.get_running_loop()
+    socket_class = _socket_class()
+    probes, sockets = [Probe(run_id) for run_id in run_ids], []
+    for probe in probes:
+        factory = WebSocketClientFactory(f"ws://127.0.0.1:{port}/ws/runs/{probe.run_id}/",
+                                         origin=f"http://127.0.0.1:{port}",
+                                         headers={"Cookie": cookie})
+        factory.protocol = socket_class
+        factory.probe = probe
+        _transport, proto = await loop.create_connection(factory, "127.0.0.1", port)
+        sockets.append(proto)
+    await asyncio.wait_for(asyncio.gather(*(p.synced for p in probes)), 30)
+    started = time.time()
+    for proto in sockets:
+        proto.send_json({"action": "start"})
+    try:
+        await asyncio.wait_for(asyncio.gather(*(p.done for p in probes)), timeout)
+    finally:
+        for proto in sockets:
+            proto.sendClose()
+    own = 0.0
+    for p in probes:
+        t = p.totals
+        own += (t.get("wall_ms") or 0) - (t.get("model_ms") or 0) - (t.get("tool_ms") or 0)
+    # An llm step arrives twice (running, then done): overhead and rate are per recorded step.
+    rows = sum(_step_rows(p) for p in probes)
+    latencies = [ms for p in probes for ms in p.latencies_ms]
+    return LevelResult(
+        runs=len(probes), steps=rows, elapsed_s=max(p.finished_at for p in probes) - started,
+        latencies_ms=latencies, clock=next((p.clock for p in probes if p.clock), ""),
+        overhead_ms_per_step=own / rows if rows else 0.0,
+        failed=sum(p.status != "succeeded" for p in probes),
+        first_error=next((e for p in probes for e in p.errors), ""),
+    )
+
+
+def _step_rows(probe: Probe) -> int:
+    t = probe.totals
+    # llm + tool steps plus the final step; an error step, if any, is within the frames.
+    return (t.get("llm_calls") or 0) + (t.get("tool_calls") or 0) + 1
+
+
+def main(spec: dict[str, Any]) -> None:
+    result = asyncio.run(run_level(spec["port"], spec["cookie"], spec["runs"], spec["timeout"]))
+    print(json.dumps(result.as_dict()))
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))

@@ -1,0 +1,50 @@
+"""How a step looks live: the trace viewer's step partial, fed from a step dict (no queries)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from django.template import TemplateDoesNotExist
+from django.template.loader import get_template
+
+from traces.render import step_view
+
+STEP_PARTIAL = "traces/step_list.html#step"
+FALLBACK = "live/_step_fallback.html"
+
+
+class StepRenderer:
+    """Renders the steps of one run; remembers parents so nested steps get their depth."""
+
+    def __init__(self, run_id: int, *, run_start: Any = None,
+                 parents: dict[int, int | None] | None = None) -> None:
+        self.run = SimpleNamespace(pk=run_id)
+        self.run_start = run_start
+        self.parents = dict(parents or {})
+
+    def depth(self, seq: int) -> int:
+        level, node, seen = 0, self.parents.get(seq), {seq}
+        while node is not None and node not in seen:
+            seen.add(node)
+            level += 1
+            node = self.parents.get(node)
+        return level
+
+    def html(self, step: dict[str, Any]) -> str:
+        self.parents[step["seq"]] = step.get("parent")
+        view = step_view(step, run_start=self.run_start, depth=self.depth(step["seq"]))
+        return _template().render({"step": view, "run": self.run})
+
+    def frame(self, step: dict[str, Any]) -> dict[str, Any]:
+        """A "step" frame of the protocol: the partial plus the step itself."""
+        return {"type": "step", "seq": step["seq"], "parent": step.get("parent"),
+                "kind": step["kind"], "status": step["status"], "html": self.html(step),
+                "step": step}
+
+
+def _template() -> Any:
+    try:
+        return get_template(STEP_PARTIAL)
+    except TemplateDoesNotExist:  # a checkout without the trace viewer's partial
+        return get_template(FALLBACK)

@@ -1,0 +1,93 @@
+"""Chat pages (agents, conversations, one conversation) and the live page of one run."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from agentlab.chat.models import Conversation
+from agentlab.chat.steps import StepRenderer
+from agentlab.chat.turns import TITLE_CHARS, turn_context
+from agentlab.models import Agent
+from agentlab.runner import create_run
+from traces.models import Run
+
+STEPS_SHOWN = 300  # per turn / run page; the trace viewer has them all
+
+
+def index(request: HttpRequest) -> HttpResponse:
+    agents = Agent.objects.all()
+    conversations = Conversation.objects.owned_by(request.user).select_related("agent")
+    return render(request, "chat/index.html", {"agents": agents,
+                                               "conversations": conversations})
+
+
+@require_POST
+def new_conversation(request: HttpRequest) -> HttpResponse:
+    agent = get_object_or_404(Agent, pk=request.POST.get("agent") or 0)
+    conversation = Conversation.objects.create(user=request.user, agent=agent)
+    return redirect("chat_conversation", pk=conversation.pk)
+
+
+@require_POST
+def start_run(request: HttpRequest) -> HttpResponse:
+    """A one-off run of an agent: queued here, started by its live page (so step mode and
+    breakpoints can be set before the first step)."""
+    agent = get_object_or_404(Agent, pk=request.POST.get("agent") or 0)
+    question = (request.POST.get("question") or "").strip()
+    if not question:
+        messages.error(request, "Type a question for the agent.")
+        return redirect("chat")
+    try:
+        run = create_run(agent, request.user, question)
+    except ValueError as exc:
+        messages.error(request, f"{agent.name} cannot run: {exc}")
+        return redirect("chat")
+    query = "?start=1" + ("&step_mode=1" if request.POST.get("step_mode") else "")
+    return redirect(reverse("live_run", args=[run.pk]) + query)
+
+
+def live_run(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.visible_to(request.user), pk=pk)
+    return render(request, "live/run.html", {
+        "run": run, "steps_html": _steps_html(run),
+        "autostart": request.GET.get("start") == "1" and run.status == "queued",
+        "step_mode": request.GET.get("step_mode") == "1",
+    })
+
+
+def conversation(request: HttpRequest, pk: int) -> HttpResponse:
+    conv = get_object_or_404(Conversation.objects.owned_by(request.user).select_related("agent"),
+                             pk=pk)
+    turns = []
+    for turn in conv.turns.select_related("run"):
+        turns.append({**turn_context(turn), "steps_html": _steps_html(turn.run)})
+    return render(request, "chat/conversation.html", {"conversation": conv, "turns": turns})
+
+
+@require_POST
+def rename(request: HttpRequest, pk: int) -> HttpResponse:
+    conv = get_object_or_404(Conversation.objects.owned_by(request.user), pk=pk)
+    conv.title = " ".join((request.POST.get("title") or "").split())[:TITLE_CHARS]
+    conv.save(update_fields=["title", "updated"])
+    return redirect("chat_conversation", pk=conv.pk)
+
+
+@require_POST
+def delete(request: HttpRequest, pk: int) -> HttpResponse:
+    """Deletes the conversation; its runs stay in the trace list."""
+    conv = get_object_or_404(Conversation.objects.owned_by(request.user), pk=pk)
+    name = str(conv)
+    conv.delete()
+    messages.success(request, f"Deleted “{name}”.")
+    return redirect("chat")
+
+
+def _steps_html(run: Run) -> list[str]:
+    rows = [s.to_record().to_dict() for s in run.steps.all()[:STEPS_SHOWN]]
+    renderer = StepRenderer(run.pk, run_start=run.started_at or run.created,
+                            parents={r["seq"]: r["parent"] for r in rows})
+    return [renderer.html(row) for row in rows]

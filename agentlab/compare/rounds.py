@@ -1,0 +1,56 @@
+"""Creating a comparison and its rounds: one run per agent, launched together."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+
+from agentlab import live, runner
+from agentlab.compare.models import MIN_AGENTS, Comparison, ComparisonEntry
+from agentlab.models import Agent
+from traces.models import Run
+from traces.recorder import worker_id
+
+
+@transaction.atomic
+def new_round(comparison: Comparison, agents: Sequence[Agent], user: Any) -> list[Run]:
+    """Create (not launch) one queued run per agent as the comparison's next round."""
+    number = comparison.last_round + 1
+    runs = []
+    for position, agent in enumerate(agents):
+        # Claimed by this process at once, so a socket's "start" cannot launch it a second time.
+        run = runner.create_run(agent, user, comparison.question, worker=worker_id())
+        ComparisonEntry.objects.create(comparison=comparison, round=number, position=position,
+                                       agent=agent, run=run)
+        runs.append(run)
+    return runs
+
+
+@transaction.atomic
+def create_comparison(user: Any, question: str, agents: Sequence[Agent],
+                      title: str = "") -> tuple[Comparison, list[Run]]:
+    comparison = Comparison.objects.create(user=user, question=question, title=title)
+    return comparison, new_round(comparison, agents, user)
+
+
+def rerun_agents(comparison: Comparison) -> list[Agent]:
+    """The agents of the latest round that still exist, in their column order."""
+    entries = comparison.entries.filter(round=comparison.last_round, agent__isnull=False)
+    agents = [e.agent for e in entries.select_related("agent").order_by("position")]
+    if len(agents) < MIN_AGENTS:
+        raise ValueError(f"Only {len(agents)} of this comparison's agents still exist; "
+                         f"a comparison needs at least {MIN_AGENTS}.")
+    return agents
+
+
+def launch_all(runs: Sequence[Run]) -> None:
+    """Start every run as a task of the running loop (daphne's): they run concurrently, each
+    under a live.RunControl so its column and run page can pause, step and cancel it."""
+    for run in runs:
+        live.start(run)
+
+
+def round_entries(comparison: Comparison, number: int) -> list[ComparisonEntry]:
+    return list(comparison.entries.filter(round=number).select_related("run", "agent"))

@@ -1,0 +1,114 @@
+"""Compare pages: the form and saved list, one comparison's live columns, its summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from agentlab.chat.steps import StepRenderer
+from agentlab.compare import rounds
+from agentlab.compare.forms import CompareForm
+from agentlab.compare.models import Comparison
+from agentlab.compare.summary import all_finished, pairs, summarize
+from traces.models import Run
+
+# The trace diff (traces app) takes two run ids as ?a=&b=.
+DIFF_PATH = "/runs/diff/"
+POLL_SECONDS = 2
+STEPS_SHOWN = 300  # per column; the run page has them all
+
+
+@require_http_methods(["GET", "POST"])
+async def index(request: HttpRequest) -> HttpResponse:
+    """The form and the saved comparisons; a valid POST starts every run at once."""
+    user = await request.auser()
+    form = CompareForm(request.POST or None)
+    if request.method == "POST" and await sync_to_async(form.is_valid)():
+        data = form.cleaned_data
+        try:
+            comparison, runs = await sync_to_async(rounds.create_comparison)(
+                user, data["question"], data["agents"], data["title"])
+        except ValueError as exc:  # an agent whose configuration cannot run (nothing saved)
+            form.add_error(None, f"A chosen agent cannot run: {exc}")
+        else:
+            # Runs are tasks of this (daphne's) loop, so they outlive the request.
+            rounds.launch_all(runs)
+            return redirect("compare:detail", pk=comparison.pk)
+    return await sync_to_async(_render_index)(request, user, form)
+
+
+def _render_index(request: HttpRequest, user: Any, form: CompareForm) -> HttpResponse:
+    saved = Comparison.objects.visible_to(user).select_related("user")[:100]
+    return render(request, "compare/index.html", {"form": form, "saved": list(saved)})
+
+
+@require_POST
+async def rerun(request: HttpRequest, pk: int) -> HttpResponse:
+    """New runs for the same question and agents, as the comparison's next round."""
+    user = await request.auser()
+    comparison = await _aget(user, pk)
+    try:
+        agents = await sync_to_async(rounds.rerun_agents)(comparison)
+        runs = await sync_to_async(rounds.new_round)(comparison, agents, user)
+    except ValueError as exc:
+        messages.error(request, str(exc))
+        return redirect("compare:detail", pk=pk)
+    rounds.launch_all(runs)
+    return redirect("compare:detail", pk=pk)
+
+
+@require_GET
+def detail(request: HttpRequest, pk: int) -> HttpResponse:
+    context = _round_context(request, pk)
+    # Steps so far are rendered here; the socket then sends only later ones (sync last_seq).
+    context["columns"] = [(e, _steps_html(e.run)) for e in context["entries"]]
+    return render(request, "compare/detail.html", context)
+
+
+@require_GET
+def summary(request: HttpRequest, pk: int) -> HttpResponse:
+    """The summary fragment alone (htmx polls it while runs are active)."""
+    return render(request, "compare/detail.html#summary", _round_context(request, pk))
+
+
+def _round_context(request: HttpRequest, pk: int) -> dict[str, Any]:
+    comparison = _get(request.user, pk)
+    last = comparison.last_round
+    try:
+        number = int(request.GET.get("round") or last)
+    except ValueError:
+        raise Http404("no such round") from None
+    entries = rounds.round_entries(comparison, number)
+    if not entries:
+        raise Http404("no such round")
+    runs = [e.run for e in entries]
+    finished = all_finished(runs)
+    table = summarize(runs) if finished else None
+    diffs = [(a, b, f"{DIFF_PATH}?a={a.pk}&b={b.pk}") for a, b in pairs(runs)]
+    return {
+        "comparison": comparison, "round": number, "rounds": range(1, last + 1),
+        "entries": entries, "finished": finished, "table": table,
+        "chart": table.chart_data() if table else None, "diffs": diffs,
+        "poll_seconds": POLL_SECONDS,
+    }
+
+
+def _steps_html(run: Run) -> list[str]:
+    """The trace viewer's step partial, as the live stream renders it (same fragment)."""
+    rows = [s.to_record().to_dict() for s in run.steps.all()[:STEPS_SHOWN]]
+    renderer = StepRenderer(run.pk, run_start=run.started_at or run.created,
+                            parents={r["seq"]: r["parent"] for r in rows})
+    return [renderer.html(row) for row in rows]
+
+
+def _get(user: Any, pk: int) -> Comparison:
+    # Another user's comparison is a 404 (like runs): its existence is not disclosed.
+    return get_object_or_404(Comparison.objects.visible_to(user), pk=pk)
+
+
+_aget = sync_to_async(_get)

@@ -1,0 +1,206 @@
+"""WebSocket consumers of live runs and chats (the contract: notes/ws_protocol.md, issue 7).
+
+Thin by design: a handler reads or writes a row, forwards a control to `live.RunControl`, or
+relays a group message. Runs are asyncio tasks owned by `runner.py`; nothing here waits on one.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from agentlab import live
+from agentlab.chat import turns
+from agentlab.chat.steps import StepRenderer
+from traces.models import Run
+from traces.recorder import FINISHED_STATUSES, group_name
+
+REFUSED = 4403  # anonymous, another user's, or missing: all look the same
+CONTROL_ACTIONS = ("pause", "resume", "step", "cancel", "edit", "approve", "deny")
+CLIP = 300  # characters of a bad frame echoed back
+
+
+class LiveConsumer(AsyncWebsocketConsumer):
+    """JSON frames in and out; bad frames get an error frame and the socket stays open."""
+
+    actions: tuple[str, ...] = ()
+
+    async def refuse(self) -> None:
+        await self.send_json({"type": "error", "error": "not found, or not yours to watch"})
+        await self.close(code=REFUSED)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        raw = text_data if text_data is not None else (bytes_data or b"").decode("utf-8", "replace")
+        try:
+            frame = json.loads(raw)
+        except ValueError:
+            return await self.error("the frame is not valid JSON", raw)
+        if not isinstance(frame, dict):
+            return await self.error("the frame must be a JSON object", frame)
+        action = frame.get("action")
+        if action not in self.actions:
+            known = ", ".join(self.actions)
+            return await self.error(f"unknown action {action!r} (known: {known})", frame)
+        try:
+            await getattr(self, f"do_{action}")(frame)
+        except live.ControlError as exc:
+            await self.error(str(exc), frame)
+
+    async def error(self, message: str, frame: Any) -> None:
+        text = frame if isinstance(frame, str) else json.dumps(frame, default=str)
+        await self.send_json({"type": "error", "error": message, "frame": text[:CLIP]})
+
+    async def send_json(self, content: dict[str, Any]) -> None:
+        await self.send(text_data=json.dumps(content, default=str))
+
+
+class RunConsumer(LiveConsumer):
+    """/ws/runs/<id>/: backfill from the database, then the run's live group."""
+
+    actions = ("sync", "start", "debug", *CONTROL_ACTIONS)
+
+    async def connect(self) -> None:
+        self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
+        self.synced = False
+        self.sent_max = 0
+        self.settings: live.DebugSettings | None = None  # for a run not started yet
+        await self.accept()  # then close with a code the browser sees (no blind reconnects)
+        self.joined = False
+        if not await visible_run(self.scope["user"], self.run_id):
+            return await self.refuse()
+        await self.channel_layer.group_add(group_name(self.run_id), self.channel_name)
+        self.joined = True
+
+    async def disconnect(self, code: int) -> None:
+        # The run goes on without its watcher.
+        if getattr(self, "joined", False):
+            await self.channel_layer.group_discard(group_name(self.run_id), self.channel_name)
+
+    # ------------------------------------------------------------------ browser -> server
+
+    async def do_sync(self, frame: dict[str, Any]) -> None:
+        last = frame.get("last_seq", 0)
+        if not isinstance(last, int) or isinstance(last, bool) or last < 0:
+            raise live.ControlError('"last_seq" must be a whole number ≥ 0')
+        # Live events that arrive while this reads the database wait in the channel and come
+        # after; anything published before the read is in it (persist, then publish).
+        steps, run = await backfill(self.run_id, last)
+        self.renderer = StepRenderer(self.run_id, run_start=run["start"], parents=run["parents"])
+        for step in steps:
+            await self.send_json(self.renderer.frame(step))
+        self.sent_max = max([last, *(s["seq"] for s in steps)])
+        await self.send_state(run)
+        self.synced = True
+        await self.send_json({"type": "synced", "last_seq": self.sent_max})
+
+    async def send_state(self, run: dict[str, Any]) -> None:
+        control = live.get(self.run_id)
+        detail = control.detail() if control and run["status"] == "paused" else {}
+        await self.send_json({"type": "status", "status": run["status"], "detail": detail})
+        for step in control.approvals() if control else []:
+            await self.send_json({"type": "approval", **_approval(live.approval_message(step))})
+        if run["status"] in FINISHED_STATUSES:
+            await self.send_json({"type": "final", "status": run["status"],
+                                  "answer": run["final_answer"], "error": run["error"],
+                                  "totals": run["totals"]})
+
+    async def do_start(self, frame: dict[str, Any]) -> None:
+        run = await turns.claim_queued(self.run_id)
+        if run is None:
+            raise live.ControlError("the run has already started")
+        live.start(run, self.settings)
+
+    async def do_debug(self, frame: dict[str, Any]) -> None:
+        settings = live.DebugSettings.from_frame(frame)
+        if control := live.get(self.run_id):
+            await control.act(frame)
+        elif await turns.is_queued(self.run_id):
+            self.settings = settings  # applied when this socket starts the run
+        else:
+            raise live.ControlError("the run is not active")
+
+    async def forward(self, frame: dict[str, Any]) -> None:
+        control = live.get(self.run_id)
+        if control is None:
+            raise live.ControlError("the run is not active")
+        await control.act(frame)
+
+    do_pause = do_resume = do_step = do_cancel = do_edit = do_approve = do_deny = forward
+
+    # ------------------------------------------------------------------ group -> browser
+
+    async def run_step(self, event: dict[str, Any]) -> None:
+        if not self.synced:
+            return  # the coming sync reads it from the database
+        # A seq already sent is re-sent as an update: the browser replaces it by seq.
+        self.sent_max = max(self.sent_max, event["seq"])
+        frame = self.renderer.frame(event["step"])
+        if "sent_at" in event:
+            frame["sent_at"] = event["sent_at"]
+        await self.send_json(frame)
+
+    async def run_token(self, event: dict[str, Any]) -> None:
+        if self.synced:
+            await self.send_json({"type": "token", "seq": event["seq"], "delta": event["delta"]})
+
+    async def run_status(self, event: dict[str, Any]) -> None:
+        if not self.synced:
+            return
+        status, detail = event["status"], event.get("detail") or {}
+        await self.send_json({"type": "status", "status": status, "detail": detail})
+        if status in FINISHED_STATUSES:
+            await self.send_json({"type": "final", "status": status,
+                                  "answer": detail.get("answer"), "error": detail.get("error"),
+                                  "totals": detail.get("totals", {})})
+
+    async def run_approval(self, event: dict[str, Any]) -> None:
+        if self.synced:
+            await self.send_json({"type": "approval", **_approval(event)})
+
+
+class ChatConsumer(LiveConsumer):
+    """/ws/chat/<id>/: "start" adds a turn and launches its run; the page then watches that
+    run on its own /ws/runs/<id>/ socket (backfill, reconnect and controls come with it)."""
+
+    actions = ("start",)
+
+    async def connect(self) -> None:
+        self.conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
+        await self.accept()
+        if not await turns.owns_conversation(self.scope["user"], self.conversation_id):
+            return await self.refuse()
+
+    async def do_start(self, frame: dict[str, Any]) -> None:
+        message = frame.get("message")
+        if not isinstance(message, str) or not message.strip():
+            raise live.ControlError('"message" must be the text of your question')
+        if await turns.busy(self.conversation_id):
+            raise live.ControlError("the previous answer is still running")
+        turn = await turns.add_turn(self.conversation_id, message.strip())
+        live.start(turn.run)
+        await self.send_json({"type": "turn", "run": turn.run_id, "position": turn.position,
+                              "html": await turns.turn_html(turn)})
+
+
+def _approval(event: dict[str, Any]) -> dict[str, Any]:
+    return {"seq": event["seq"], "tool": event["tool"], "arguments": event["arguments"]}
+
+
+@database_sync_to_async
+def visible_run(user: Any, run_id: int) -> bool:
+    return Run.objects.visible_to(user).filter(pk=run_id).exists()
+
+
+@database_sync_to_async
+def backfill(run_id: int, last_seq: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Steps after `last_seq` in order, and the run's status, answer, error and totals."""
+    run = Run.objects.get(pk=run_id)
+    steps = [s.to_record().to_dict() for s in run.steps.filter(seq__gt=last_seq).order_by("seq")]
+    totals = {f: getattr(run, f) for f in ("llm_calls", "tool_calls", "tokens_in", "tokens_out",
+                                           "cost_usd", "wall_ms")}
+    parents = dict(run.steps.values_list("seq", "parent"))
+    return steps, {"status": run.status, "final_answer": run.final_answer, "error": run.error,
+                   "totals": totals, "parents": parents, "start": run.started_at or run.created}

@@ -1,0 +1,247 @@
+"""Replay, fork and resume: a new Run that re-executes a recorded one (DESIGN.md "Replay, fork,
+diff").
+
+The new run is executed by the ordinary runner; `prepare` wraps its models in ReplayModels and
+its executor in a RecordedExecutor, so the source's replies and observations are served while the
+new run re-records its own steps, and its sink marks each step that came from the record
+(meta replayed/source_seq) or left it (meta diverged_from). Replay serves everything; a fork at
+step k serves steps 1..k (k's output edited if the user says so) and goes live after.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from asgiref.sync import sync_to_async
+
+from agentlab import runner
+from agentlab.llm.replay import RecordedCall, Recording, replay_models
+from agentlab.paradigms.base import RunContext
+from agentlab.tools.executor import ToolExecutor
+from agentlab.tools.recorded import (
+    RecordedApproval,
+    RecordedExecutor,
+    RecordedTool,
+    ToolRecording,
+)
+from traces.models import Run, Step
+from traces.schema import Step as StepRecord
+
+RESUMABLE = ("interrupted", "cancelled", "timed_out", "failed")
+# Keys a replay or fork adds to its snapshot; not inherited by a fork of that run.
+REPLAY_KEYS = ("replay_of", "replay", "first_divergence", "fork")
+FINISHED = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
+
+
+class ForkError(ValueError):
+    """The request cannot be met (a step that cannot be edited, a run that cannot resume)."""
+
+
+# ------------------------------------------------------------------ the source's record
+
+
+def recorded_calls(steps: Iterable[Step]) -> list[RecordedCall]:
+    """The llm steps that got a reply (an interrupted or failed call has nothing to serve)."""
+    return [RecordedCall(s.seq, s.input or {}, s.output) for s in steps
+            if s.kind == "llm" and s.status == "ok" and isinstance(s.output, dict)
+            and "text" in s.output]
+
+
+def recorded_tools(steps: Iterable[Step]) -> list[RecordedTool]:
+    """The tool steps the executor answered (not the runtime's refusals, not interrupted)."""
+    return [RecordedTool(s.seq, s.name, s.input, s.output) for s in steps
+            if s.kind == "tool" and s.status != "running" and isinstance(s.output, dict)
+            and "observation" in s.output
+            and not {"loop", "denied", "interrupted"} & set(s.meta or {})]
+
+
+def recorded_approvals(steps: Iterable[Step]) -> list[RecordedApproval]:
+    return [RecordedApproval(s.seq, s.name, s.input, s.output) for s in steps
+            if s.kind == "approval" and isinstance(s.output, dict)]
+
+
+# ------------------------------------------------------------------ the plan of a new run
+
+
+@dataclasses.dataclass
+class ReplayPlan:
+    """A created (queued) Run and the recordings its context is wired to."""
+
+    run: Run
+    recording: Recording
+    tools: ToolRecording | None  # None: every tool runs live
+
+    def prepare(self, ctx: RunContext) -> None:
+        """The runner's hook: wrap the context's models, tools, approvals and sink."""
+        ctx.models = replay_models(ctx.models, self.recording)
+        ctx.sink = MarkingSink(ctx.sink, self)
+        if self.tools is not None:
+            ctx.executor = RecordedExecutor(ctx.executor, self.tools)
+            ctx.approver = self.tools.approve
+        # Multi-Agent members with their own models and tools follow the same record.
+        ctx.agents = {name: dataclasses.replace(
+            spec,
+            models=replay_models(spec.models, self.recording) if spec.models else None,
+            executor=self._executor(spec.executor),
+        ) for name, spec in ctx.agents.items()}
+
+    def _executor(self, executor: ToolExecutor | None) -> ToolExecutor | None:
+        if executor is None or self.tools is None:
+            return executor
+        return RecordedExecutor(executor, self.tools)
+
+    def summary(self) -> dict[str, Any]:
+        tools = self.tools
+        return {"served_llm": len(self.recording.served), "live_llm": self.recording.live_calls,
+                "unused_llm": self.recording.unused,
+                "served_tools": len(tools.served) if tools else 0,
+                "live_tools": tools.live_calls if tools else None}
+
+
+class MarkingSink:
+    """Marks each finished llm/tool step with where its result came from, then passes it on;
+    at the end, stores the first divergence and a summary in the run's snapshot."""
+
+    def __init__(self, inner: Any, plan: ReplayPlan) -> None:
+        self.inner = inner
+        self.plan = plan
+        self._marked: set[int] = set()
+        self.first_divergence: dict[str, Any] | None = None
+
+    async def step(self, step: StepRecord) -> None:
+        if step.status != "running" and step.seq not in self._marked:
+            if step.kind == "llm":
+                self._mark_llm(step)
+            elif step.kind == "tool" and self.plan.tools is not None:
+                self._mark_tool(step)
+        await self.inner.step(step)
+
+    def _mark_llm(self, step: StepRecord) -> None:
+        outcome = self.plan.recording.claim(step.input or {})
+        if outcome is None:
+            return
+        self._marked.add(step.seq)
+        if outcome.kind in ("replayed", "edited"):
+            step.meta.update(replayed=True, source_seq=outcome.source_seq)
+            if outcome.kind == "edited":
+                step.meta["edited"] = True
+        elif outcome.divergence is not None:
+            d = outcome.divergence
+            step.meta.update(diverged_from=d.source_seq, divergence=d.detail,
+                             divergence_fields=list(d.fields))
+            if self.first_divergence is None:
+                self.first_divergence = {"seq": step.seq, **d.to_dict()}
+
+    def _mark_tool(self, step: StepRecord) -> None:
+        assert self.plan.tools is not None
+        outcome = self.plan.tools.claim(step.name, step.input)
+        if outcome is not None:
+            self._marked.add(step.seq)
+            step.meta.update(replayed=True, source_seq=outcome.source_seq)
+            if outcome.edited:
+                step.meta["edited"] = True
+
+    async def token(self, seq: int, delta: str) -> None:
+        await self.inner.token(seq, delta)
+
+    async def status(self, status: str, detail: dict[str, Any]) -> None:
+        if status in FINISHED:
+            await sync_to_async(self._save_summary, thread_sensitive=False)()
+        await self.inner.status(status, detail)
+
+    def _save_summary(self) -> None:
+        snap = dict(self.plan.run.agent_snapshot)
+        snap["replay"] = {**snap.get("replay", {}), **self.plan.summary()}
+        if self.first_divergence is not None:
+            snap["first_divergence"] = self.first_divergence
+        self.plan.run.agent_snapshot = snap
+        Run.objects.filter(pk=self.plan.run.pk).update(agent_snapshot=snap)
+
+
+def _clean_snapshot(snap: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in snap.items() if k not in REPLAY_KEYS}
+
+
+def _new_run(source: Run, user: Any, snap: dict[str, Any], fork_seq: int | None) -> Run:
+    return Run.objects.create(
+        user=user, agent_id=source.agent_id, agent_name=snap.get("name") or source.agent_name,
+        paradigm=snap.get("paradigm") or source.paradigm, agent_snapshot=snap,
+        input=source.input, history=source.history, parent_run=source, fork_seq=fork_seq)
+
+
+def plan_replay(source: Run, user: Any, *, tools: Literal["live", "recorded"] = "recorded",
+                agent: Literal["current", "recorded"] = "current") -> ReplayPlan:
+    """A replay of `source`: every recorded reply served, checked against the new requests.
+    `agent="current"` runs the agent as it is configured now (to see what a prompt or tool
+    change does), falling back to the recorded snapshot when the agent row is gone."""
+    if tools not in ("live", "recorded") or agent not in ("current", "recorded"):
+        raise ForkError(f"unknown replay option tools={tools!r}, agent={agent!r}")
+    current = agent == "current" and source.agent is not None
+    try:
+        base = runner.snapshot(source.agent) if current else source.agent_snapshot
+    except ValueError as exc:  # e.g. a member agent deleted since
+        raise ForkError(f"the agent cannot run as it is configured now: {exc}") from None
+    snap = {**_clean_snapshot(base), "replay_of": source.pk,
+            "replay": {"tools": tools, "agent": "current" if current else "recorded"}}
+    steps = list(source.steps.all())
+    tool_rec = ToolRecording(recorded_tools(steps), approvals=recorded_approvals(steps)) \
+        if tools == "recorded" else None
+    return ReplayPlan(_new_run(source, user, snap, None), Recording(recorded_calls(steps)),
+                      tool_rec)
+
+
+def plan_fork(source: Run, user: Any, seq: int, *, edited_observation: str | None = None,
+              edited_reply: Mapping[str, Any] | None = None, resume: bool = False) -> ReplayPlan:
+    """A fork of `source` at step `seq`: steps 1..seq re-recorded from the record (that step's
+    observation or reply replaced when edited), live from there."""
+    steps = list(source.steps.all())
+    step = next((s for s in steps if s.seq == seq), None)
+    if step is None:
+        raise ForkError(f"run {source.pk} has no step {seq}")
+    if edited_observation is not None and step.kind != "tool":
+        raise ForkError(f"step {seq} is a {step.kind} step; only a tool step has an observation")
+    if edited_reply is not None and step.kind != "llm":
+        raise ForkError(f"step {seq} is a {step.kind} step; only an llm step has a reply")
+    edited = "observation" if edited_observation is not None else (
+        "reply" if edited_reply is not None else None)
+    snap = {**_clean_snapshot(source.agent_snapshot),
+            "fork": {"of": source.pk, "seq": seq, "edited": edited, "resume": resume}}
+    recording = Recording(recorded_calls(steps), fork_at=seq, edited_reply=edited_reply)
+    tools = ToolRecording(recorded_tools(steps), fork_at=seq,
+                          edited_observation=edited_observation,
+                          approvals=recorded_approvals(steps))
+    return ReplayPlan(_new_run(source, user, snap, seq), recording, tools)
+
+
+def plan_resume(source: Run, user: Any) -> ReplayPlan:
+    """An unfinished run continued: a fork at its last step."""
+    if source.status not in RESUMABLE:
+        raise ForkError(f"run {source.pk} is {source.get_status_display()}; only an "
+                        "interrupted, cancelled, timed-out or failed run can be resumed")
+    last = source.steps.order_by("-seq").values_list("seq", flat=True).first()
+    if last is None:
+        raise ForkError(f"run {source.pk} has no steps to resume from; run it again instead")
+    return plan_fork(source, user, last, resume=True)
+
+
+# ------------------------------------------------------------------ launching
+
+
+def start(plan: ReplayPlan) -> Run:
+    """Launch the planned run as a task of the running loop (call from async code)."""
+    runner.launch(plan.run, prepare=plan.prepare)
+    return plan.run
+
+
+async def replay_run(source: Run, user: Any, **options: Any) -> Run:
+    return start(await sync_to_async(plan_replay)(source, user, **options))
+
+
+async def fork_run(source: Run, user: Any, seq: int, **edits: Any) -> Run:
+    return start(await sync_to_async(plan_fork)(source, user, seq, **edits))
+
+
+async def resume_run(source: Run, user: Any) -> Run:
+    return start(await sync_to_async(plan_resume)(source, user))

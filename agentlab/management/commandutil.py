@@ -1,0 +1,65 @@
+"""What the terminal commands share: finding agents and users, starting the embedded model."""
+
+from __future__ import annotations
+
+import urllib.request
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import CommandError
+
+from agentlab.models import Agent
+
+
+def find_agent(ref: str) -> Agent:
+    """An agent by name or id, or a CommandError listing the agents there are."""
+    agents = Agent.objects.select_related("model_profile")
+    found = agents.filter(name=ref).first() or (
+        agents.filter(pk=int(ref)).first() if ref.isdigit() else None
+    )
+    if found is None:
+        names = ", ".join(repr(n) for n in Agent.objects.values_list("name", flat=True))
+        raise CommandError(f"No agent named {ref!r}. Agents: {names or 'none (run setup)'}")
+    return found
+
+
+def find_user(username: str | None) -> Any:
+    """The named user, else the first admin (the default owner of terminal runs)."""
+    User = get_user_model()
+    if username:
+        try:
+            return User.objects.get(username=username)
+        except User.DoesNotExist:
+            raise CommandError(f"No user named {username!r}.") from None
+    admin = User.objects.filter(is_superuser=True).order_by("pk").first()
+    if admin is None:
+        raise CommandError("No admin user yet: run `manage.py setup` first.")
+    return admin
+
+
+def needs_embedded(agents: list[Agent]) -> bool:
+    """True when one of the agents uses the embedded model and it is not answering."""
+    from agentlab.llm.local_server import local_base_url
+
+    uses = [p for a in agents for p in (a.model_profile, *(rp.profile for rp in
+                                                           a.role_profiles.all()))]
+    if not any(p.is_embedded for p in uses):
+        return False
+    try:
+        urllib.request.urlopen(local_base_url() + "/models", timeout=2).close()
+        return False
+    except OSError:
+        return True
+
+
+def start_embedded(stdout: Any) -> Any:
+    """Start the embedded model on a free port for this command; the caller stops it."""
+    from agentlab.llm.local_server import LocalModelError, LocalModelServer
+
+    stdout.write("Starting the embedded model for this command…")
+    server = LocalModelServer(port=0)
+    try:
+        server.start()
+    except LocalModelError as exc:
+        raise CommandError(str(exc)) from None
+    return server

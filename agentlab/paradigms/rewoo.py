@@ -1,0 +1,123 @@
+"""ReWOO (Xu et al. 2023, "ReWOO: Decoupling Reasoning from Observations for Efficient Augmented
+Language Models"): a planner writes every tool call up front (`#E1 = Tool[input]`), a worker runs
+them without the LLM (independent ones at the same time), and a solver answers once from the plan
+and the evidence — 2 LLM calls whatever the number of tools, plus one per `LLM[...]` step.
+
+A bad plan is never re-planned: unknown tools, undefined or duplicate variables and a reply with
+no steps become `error` steps, and their errors are the evidence the solver sees.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from agentlab.paradigms._parse_plans import REWOO_FORMAT
+from agentlab.paradigms._rewoo_worker import Worker, check_plan
+from agentlab.paradigms.base import Paradigm, register_paradigm
+from agentlab.paradigms.parsing import ParseError, PlanStep, parse_rewoo_plan
+from agentlab.paradigms.prompt_files import fill, load_prompt
+from traces.schema import Step
+
+if TYPE_CHECKING:
+    from agentlab.paradigms.base import RunContext
+
+
+@register_paradigm
+class ReWOO(Paradigm):
+    key: ClassVar[str] = "rewoo"
+    label: ClassVar[str] = "ReWOO"
+    description: ClassVar[str] = (
+        "Plans every tool call in one LLM call, runs the independent ones in parallel, then "
+        "answers in one more call: cheap and fast when the lookups are known in advance.")
+    demo_question: ClassVar[str] = (
+        "Which city is better for an outdoor run today, Paris or Delhi? Compare their current "
+        "weather and air quality.")
+    params_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "max_plan_steps": {"type": "integer", "minimum": 1, "maximum": 20, "default": 8,
+                               "description": "Steps after this many are reported, not run."},
+        },
+        "additionalProperties": False,
+    }
+
+    async def run(self, ctx: RunContext, task: str) -> str:
+        """Plan once, run the plan's tools, solve once."""
+        params = self.params_of(ctx)
+        self.steps: list[PlanStep] = []
+        self.worker: Worker | None = None
+        reply = await ctx.llm("planner", self._planner_messages(ctx, task))
+        raw = reply.text or ""
+        try:
+            steps = parse_rewoo_plan(raw)
+        except ParseError as exc:
+            ctx.totals.format_errors += 1
+            plan = await ctx.emit(Step(kind="plan", role="planner", name="plan", input=raw,
+                                       output=[], text=raw, status="error"))
+            await ctx.emit(Step(kind="error", role="worker", name="plan", parent=plan.seq,
+                                text=f"no plan step could be read: {exc}", status="error",
+                                meta={"format_error": True}))
+            plan_evidence = f"(error: the planner wrote no readable plan: {exc})"
+            return await self._solve(ctx, task, plan_evidence)
+        self.steps = steps
+        plan = await ctx.emit(Step(kind="plan", role="planner", name="plan", input=raw,
+                                   output=[_as_dict(s) for s in steps],
+                                   text="\n".join(_line(s) for s in steps)))
+        problems = check_plan(steps, ctx.executor.names)
+        limit = params["max_plan_steps"]
+        for index in range(limit, len(steps)):
+            problems[index] = problems[index] or (
+                f"{steps[index].var} was not run: the plan has more than {limit} steps")
+        self.worker = Worker(ctx, plan.seq)
+        evidence = await self.worker.run(steps, problems)
+        plan_evidence = "\n\n".join(f"{_line(s)}\nEvidence: {e}"
+                                    for s, e in zip(steps, evidence, strict=True))
+        return await self._solve(ctx, task, plan_evidence)
+
+    def _planner_messages(self, ctx: RunContext, task: str) -> list[dict[str, Any]]:
+        prompt = fill(load_prompt("rewoo_planner.txt"), tools=ctx.executor.describe() or "(none)",
+                      format=REWOO_FORMAT)
+        if ctx.system_prompt:
+            prompt = f"{ctx.system_prompt}\n\n{prompt}"
+        return [{"role": "system", "content": prompt}, *ctx.history,
+                {"role": "user", "content": f"Task: {task}"}]
+
+    async def _solve(self, ctx: RunContext, task: str, plan_evidence: str) -> str:
+        prompt = fill(load_prompt("rewoo_solver.txt"), plan_evidence=plan_evidence, task=task)
+        messages = [{"role": "system", "content": ctx.system_prompt}] if ctx.system_prompt else []
+        reply = await ctx.llm("solver", [*messages, {"role": "user", "content": prompt}])
+        answer = (reply.text or "").strip()
+        if answer:
+            return answer
+        # An empty answer would look like success; say what happened and keep the evidence.
+        ctx.totals.format_errors += 1
+        await ctx.emit(Step(kind="error", role="solver", text="the solver's reply was empty",
+                            status="error", meta={"format_error": True}))
+        return self.partial_answer(ctx, "the solver's reply was empty")
+
+    def partial_answer(self, ctx: RunContext, reason: str) -> str:
+        """The evidence collected so far, step by step."""
+        worker, steps = getattr(self, "worker", None), getattr(self, "steps", [])
+        if worker is None or not worker.results:
+            return super().partial_answer(ctx, reason)
+        lines = "\n".join(f"- {_call(steps[i])}: {_clip(text)}"
+                          for i, text in sorted(worker.results.items()))
+        return f"I stopped before answering ({reason}). Evidence so far:\n{lines}"
+
+
+def _as_dict(step: PlanStep) -> dict[str, Any]:
+    return {"var": step.var, "plan": step.plan, "tool": step.tool,
+            "tool_input": step.tool_input, "depends_on": list(step.depends_on)}
+
+
+def _call(step: PlanStep) -> str:
+    return f"{step.var} = {step.tool}[{step.tool_input}]"
+
+
+def _line(step: PlanStep) -> str:
+    return f"Plan: {step.plan}\n{_call(step)}" if step.plan else _call(step)
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

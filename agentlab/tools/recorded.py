@@ -1,0 +1,132 @@
+"""RecordedExecutor: tool results served from a recorded run, live when the record has none
+(pure; the tool-side twin of agentlab.llm.replay).
+
+Calls are matched on (tool name, normalised arguments) among the next few pending recorded
+calls, so parallel calls made in another order still find theirs. A call the record does not
+hold runs live through the real executor: after a fork's step, or once the agent went another way.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentlab.paradigms.context import Approval, normalise_args
+from agentlab.tools.executor import ToolExecutor, ToolResult
+from traces.schema import Step
+
+WINDOW = 8
+
+
+@dataclass(frozen=True)
+class RecordedTool:
+    seq: int  # the source run's step
+    name: str
+    arguments: Any
+    result: dict[str, Any]  # ToolResult.to_dict() shape
+
+
+@dataclass(frozen=True)
+class RecordedApproval:
+    seq: int
+    name: str
+    arguments: Any
+    decision: dict[str, Any]  # the approval step's output: approved, arguments, reason
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    source_seq: int
+    edited: bool = False
+
+
+def call_key(name: str, arguments: Any) -> str:
+    return f"{name} {normalise_args(arguments)}"
+
+
+def edited_result(result: dict[str, Any], observation: str) -> dict[str, Any]:
+    """A recorded result with the observation the user wrote (an "Error: …" stays an error)."""
+    ok = not observation.lstrip().startswith("Error:")
+    return {**result, "ok": ok, "output": observation, "observation": observation,
+            "error": None if ok else observation, "error_type": None if ok else "edited",
+            "truncated": False}
+
+
+class ToolRecording:
+    """The recorded tool calls (and approvals) of one source run, shared by its executors.
+
+    `fork_at=k` serves only steps <= k; `edited_observation` replaces step k's observation."""
+
+    def __init__(self, calls: Sequence[RecordedTool], *, fork_at: int | None = None,
+                 edited_observation: str | None = None,
+                 approvals: Sequence[RecordedApproval] = (), window: int = WINDOW) -> None:
+        keep = [c for c in sorted(calls, key=lambda c: c.seq)
+                if fork_at is None or c.seq <= fork_at]
+        self.pending = keep
+        self.approvals = [a for a in approvals if fork_at is None or a.seq <= fork_at]
+        self.fork_at = fork_at
+        self.edited_observation = edited_observation
+        self.window = window
+        self.served: list[int] = []
+        self.live_calls = 0
+        self._outcomes: dict[str, deque[ToolOutcome]] = defaultdict(deque)
+
+    def _find(self, name: str, arguments: Any) -> int | None:
+        key = call_key(name, arguments)
+        for i, call in enumerate(self.pending[:self.window]):
+            if call_key(call.name, call.arguments) == key:
+                return i
+        return None
+
+    def take(self, name: str, arguments: Any) -> ToolResult | None:
+        """The recorded result of this call, or None: run it live."""
+        i = self._find(name, arguments)
+        if i is None:
+            return None
+        call = self.pending.pop(i)
+        self.served.append(call.seq)
+        edited = self.edited_observation is not None and call.seq == self.fork_at
+        result = edited_result(call.result, self.edited_observation) if edited else call.result
+        self._outcomes[call_key(name, arguments)].append(ToolOutcome(call.seq, edited))
+        known = ToolResult.__dataclass_fields__
+        return ToolResult(**{k: v for k, v in result.items() if k in known})
+
+    def claim(self, name: str, arguments: Any) -> ToolOutcome | None:
+        """Which recorded step served this call (each served call is claimed once)."""
+        queue = self._outcomes.get(call_key(name, arguments))
+        return queue.popleft() if queue else None
+
+    async def approve(self, step: Step) -> Approval:
+        """The recorded decision for a call that will be served from the record; anything else
+        is denied — a replay must not run a side effect nobody approved."""
+        key = call_key(step.name, step.input)
+        for i, recorded in enumerate(self.approvals):
+            if call_key(recorded.name, recorded.arguments) == key:
+                if self._find(step.name, recorded.decision.get("arguments") or step.input) is None:
+                    break  # the call itself would run live: ask nobody, deny
+                del self.approvals[i]
+                d = recorded.decision
+                return Approval(bool(d.get("approved")), arguments=d.get("arguments"),
+                                reason=str(d.get("reason") or ""))
+        return Approval(False, reason="no approver is attached to this replay")
+
+
+class RecordedExecutor(ToolExecutor):
+    """A ToolExecutor (same tools, policies, permissions) that serves recorded results first."""
+
+    def __init__(self, inner: ToolExecutor, recording: ToolRecording) -> None:
+        super().__init__(inner.tools, inner.policies, user_groups=inner.user_groups,
+                         is_superuser=inner.is_superuser)
+        self.inner = inner
+        self.recording = recording
+
+    async def run(self, name: str, arguments: dict[str, Any] | str | None, *,
+                  timeout_s: float | None = None) -> ToolResult:
+        # A tool the agent no longer has (or this user may not use) is not served either.
+        recorded = self.recording.take(name, arguments) if name in self.names else None
+        if recorded is not None:
+            return recorded
+        self.recording.live_calls += 1
+        return await self.inner.run(name, arguments, timeout_s=timeout_s)

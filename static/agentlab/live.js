@@ -1,0 +1,371 @@
+/* Agent Lab — the browser side of the live-run protocol (notes/ws_protocol.md, issue 7).
+ *
+ * Sockets come from the htmx ws extension (ws-connect="…"): it connects, queues, and reconnects
+ * with full-jitter backoff after an abnormal close. This file speaks JSON over them: on every
+ * (re)open it sends {"action":"sync","last_seq":N} first, then inserts or replaces steps by seq
+ * (never twice), streams tokens into the running LLM step, and drives the controls.
+ *   [data-live-run]   one run: a run page's panel, or a chat turn while it runs
+ *   [data-live-chat]  a conversation: "start" a turn, then watch that turn's run
+ */
+(function () {
+  "use strict";
+  const FINISHED = ["succeeded", "failed", "cancelled", "timed_out", "interrupted"];
+  const REFUSED = 4403;
+
+  function own(root, name) {
+    // The root's own [data-live=name], not one inside a nested live element.
+    for (const el of root.querySelectorAll(`[data-live="${name}"]`)) {
+      if (el.closest("[data-live-run], [data-live-chat]") === root) return el;
+    }
+    return null;
+  }
+
+  function pretty(value) {
+    return JSON.stringify(value === undefined ? null : value, null, 2);
+  }
+
+  class LiveRun {
+    constructor(root) {
+      this.root = root;
+      this.runId = Number(root.dataset.liveRun);
+      this.socket = null;
+      this.status = root.dataset.status || "";
+      this.streamSeq = null;
+      this.pendingSeq = null;
+      this.pendingOriginal = "";
+      this.approvalSeq = null;
+      const target = root.dataset.stepsTarget;
+      this.steps = (target && document.querySelector(target)) || own(root, "steps");
+      root.addEventListener("htmx:wsOpen", (e) => this.opened(e));
+      root.addEventListener("htmx:wsClose", (e) => this.closed(e));
+      root.addEventListener("htmx:wsBeforeMessage", (e) => this.message(e));
+      root.addEventListener("click", (e) => this.clicked(e));
+      const debug = own(root, "debug");
+      if (debug) debug.addEventListener("change", () => this.sendDebug());
+      this.show();
+    }
+
+    // ------------------------------------------------------------ the socket
+
+    opened(e) {
+      if (e.target !== this.root) return;
+      this.socket = e.detail.socketWrapper;
+      this.note("live");
+      // sendImmediately: the sync must go before anything queued while disconnected.
+      this.socket.sendImmediately(JSON.stringify({ action: "sync", last_seq: this.lastSeq() }));
+    }
+
+    closed(e) {
+      if (e.target !== this.root) return;
+      this.socket = null;
+      const code = e.detail.event && e.detail.event.code;
+      if (code === REFUSED) this.note("you cannot watch this run");
+      else if (FINISHED.includes(this.status)) this.note("finished");
+      else this.note("disconnected — reconnecting…");
+    }
+
+    send(frame) {
+      if (!this.socket) {
+        this.fail("not connected — wait for the connection to come back");
+        return false;
+      }
+      this.socket.send(JSON.stringify(frame));
+      return true;
+    }
+
+    message(e) {
+      if (e.target !== this.root) return;
+      e.preventDefault(); // JSON frames, not HTML for htmx to swap
+      let frame;
+      try { frame = JSON.parse(e.detail.message); } catch (_err) { return; }
+      const handler = this["on_" + frame.type];
+      if (handler) handler.call(this, frame);
+    }
+
+    // ------------------------------------------------------------ server -> browser
+
+    on_step(frame) {
+      if (!this.steps) return;
+      const tpl = document.createElement("template");
+      tpl.innerHTML = frame.html.trim();
+      const el = tpl.content.firstElementChild;
+      if (!el) return;
+      el.dataset.seq = String(frame.seq);
+      el.dataset.status = frame.status;
+      const old = this.stepEl(frame.seq);
+      if (old) {
+        old.replaceWith(el); // an update of a step already shown
+      } else {
+        const after = [...this.steps.querySelectorAll(":scope > [data-seq]")]
+          .find((s) => Number(s.dataset.seq) > frame.seq);
+        this.steps.insertBefore(el, after || this.steps.querySelector(":scope > .steps-more"));
+      }
+      if (frame.kind === "llm" && frame.status === "running") this.startStream(frame.seq);
+      if (window.htmx) window.htmx.process(el); // lazy payloads in the viewer's partial
+    }
+
+    on_token(frame) {
+      const step = this.stepEl(frame.seq);
+      if (step) {
+        let pre = step.querySelector("[data-stream]");
+        if (!pre) {
+          pre = document.createElement("pre");
+          pre.className = "live-stream";
+          pre.dataset.stream = "";
+          step.appendChild(pre);
+        }
+        pre.textContent += frame.delta;
+      }
+      const bubble = own(this.root, "stream");
+      if (bubble) {
+        if (this.streamSeq !== frame.seq) this.startStream(frame.seq);
+        bubble.hidden = false;
+        bubble.textContent += frame.delta;
+      }
+    }
+
+    on_status(frame) {
+      this.status = frame.status;
+      this.root.dataset.status = frame.status;
+      const detail = frame.detail || {};
+      if (frame.status === "paused" && detail.waiting_for === "step" && detail.pending) {
+        this.showPending(detail);
+      } else {
+        this.pendingSeq = null;
+      }
+      if (!(frame.status === "paused" && detail.waiting_for === "approval")) {
+        this.approvalSeq = null;
+      }
+      this.show(detail.reason);
+    }
+
+    on_approval(frame) {
+      this.approvalSeq = frame.seq;
+      const box = own(this.root, "approval");
+      if (!box) return;
+      box.querySelector('[data-live="approval-tool"]').textContent = frame.tool;
+      box.querySelector('[data-live="approval-args"]').value = pretty(frame.arguments);
+      this.show();
+    }
+
+    on_final(frame) {
+      this.status = frame.status;
+      const answer = own(this.root, "answer");
+      if (answer) answer.textContent = frame.answer || "";
+      const final = own(this.root, "final");
+      if (final) final.hidden = !frame.answer;
+      const bubble = own(this.root, "stream");
+      if (bubble) bubble.hidden = true;
+      if (frame.error && frame.status !== "succeeded") this.fail(frame.error);
+      this.pendingSeq = this.approvalSeq = null;
+      this.show();
+    }
+
+    on_error(frame) { this.fail(frame.error); }
+
+    on_synced() {
+      if (this.root.dataset.autostart && this.status === "queued") {
+        delete this.root.dataset.autostart;
+        this.sendDebug();
+        this.send({ action: "start" });
+      }
+    }
+
+    // ------------------------------------------------------------ browser -> server
+
+    clicked(e) {
+      const button = e.target.closest("[data-act]");
+      if (!button || button.closest("[data-live-run]") !== this.root) return;
+      const act = button.dataset.act;
+      this.fail("");
+      if (act === "edit") this.sendEdit();
+      else if (act === "resume" || act === "step") {
+        if (this.pendingSeq !== null && !this.sendEdit(true)) return;
+        this.send({ action: act });
+      } else if (act === "approve" || act === "deny") this.sendDecision(act);
+      else if (act === "start") { this.sendDebug(); this.send({ action: "start" }); }
+      else this.send({ action: act });
+    }
+
+    sendDebug() {
+      const debug = own(this.root, "debug");
+      if (!debug) return;
+      const field = (name) => debug.querySelector(`[name="${name}"]`);
+      this.send({
+        action: "debug",
+        step_mode: field("step_mode").checked,
+        break_tools: field("break_tools").value.split(",").map((t) => t.trim()).filter(Boolean),
+        break_on_error: field("break_on_error").checked,
+        break_on_reflection: field("break_on_reflection").checked,
+      });
+    }
+
+    sendEdit(onlyIfChanged) {
+      // Returns false when the edited text is not a JSON object (nothing is sent then).
+      const area = own(this.root, "pending-input");
+      if (!area || this.pendingSeq === null) return true;
+      if (onlyIfChanged && area.value === this.pendingOriginal) return true;
+      let input;
+      try { input = JSON.parse(area.value); } catch (err) {
+        this.fail("The edited input is not valid JSON: " + err.message);
+        return false;
+      }
+      this.pendingOriginal = area.value;
+      return this.send({ action: "edit", seq: this.pendingSeq, input });
+    }
+
+    sendDecision(act) {
+      const box = own(this.root, "approval");
+      const frame = { action: act, seq: this.approvalSeq };
+      if (act === "approve") {
+        try { frame.arguments = JSON.parse(box.querySelector('[data-live="approval-args"]').value); }
+        catch (err) { this.fail("The arguments are not valid JSON: " + err.message); return; }
+      } else {
+        frame.reason = box.querySelector('[data-live="approval-reason"]').value;
+      }
+      if (this.send(frame)) { this.approvalSeq = null; this.show(); }
+    }
+
+    // ------------------------------------------------------------ the page
+
+    stepEl(seq) {
+      return this.steps && this.steps.querySelector(`:scope > [data-seq="${seq}"]`);
+    }
+
+    lastSeq() {
+      // The highest seq before the first step still running: a running step is asked for
+      // again, so its final version cannot be missed across a reconnect.
+      let last = 0;
+      for (const el of this.steps ? this.steps.querySelectorAll(":scope > [data-seq]") : []) {
+        const seq = Number(el.dataset.seq);
+        const running = el.dataset.status === "running" || el.classList.contains("is-running");
+        if (running) return Math.min(last, seq - 1);
+        last = Math.max(last, seq);
+      }
+      return last;
+    }
+
+    startStream(seq) {
+      this.streamSeq = seq;
+      const bubble = own(this.root, "stream");
+      if (bubble) bubble.textContent = "";
+    }
+
+    showPending(detail) {
+      const pending = detail.pending;
+      this.pendingSeq = pending.seq;
+      const area = own(this.root, "pending-input");
+      if (area && (document.activeElement !== area || !detail.edited)) {
+        area.value = pretty(pending.input);
+        this.pendingOriginal = area.value;
+      }
+      const what = own(this.root, "pending-what");
+      if (what) what.textContent = `${pending.kind} ${pending.name || ""} (step ${pending.seq})`;
+    }
+
+    show(reason) {
+      const status = own(this.root, "status");
+      if (status) {
+        status.textContent = this.status.replace("_", " ");
+        status.className = `status status-${this.status}`;
+      }
+      const pending = own(this.root, "pending");
+      if (pending) pending.hidden = this.pendingSeq === null;
+      if (reason !== undefined) {
+        const why = own(this.root, "reason");
+        if (why) why.textContent = reason ? `— ${reason}` : "";
+      }
+      const approval = own(this.root, "approval");
+      if (approval) approval.hidden = this.approvalSeq === null;
+      const active = ["queued", "running", "paused"].includes(this.status);
+      for (const b of this.root.querySelectorAll("[data-act]")) {
+        if (b.closest("[data-live-run]") !== this.root || b.closest('[data-live="approval"]')) continue;
+        const act = b.dataset.act;
+        if (act === "start") b.hidden = this.status !== "queued";
+        else if (act === "resume") b.disabled = this.status !== "paused" || this.pendingSeq === null;
+        else if (act === "pause" || act === "step") b.disabled = !active || this.status === "queued";
+        else b.hidden = !active;
+      }
+    }
+
+    note(text) {
+      const el = own(this.root, "connection");
+      if (el) el.textContent = text;
+    }
+
+    fail(message) {
+      const el = own(this.root, "error");
+      if (!el) return;
+      el.textContent = message || "";
+      el.hidden = !message;
+    }
+  }
+
+  class LiveChat {
+    constructor(root) {
+      this.root = root;
+      this.socket = null;
+      this.form = own(root, "chat-form");
+      this.turns = own(root, "turns");
+      root.addEventListener("htmx:wsOpen", (e) => {
+        if (e.target !== root) return;
+        this.socket = e.detail.socketWrapper;
+        if (this.form) this.form.querySelector("button").disabled = false;
+      });
+      root.addEventListener("htmx:wsClose", (e) => {
+        if (e.target !== root) return;
+        this.socket = null;
+        if (this.form) this.form.querySelector("button").disabled = true;
+      });
+      root.addEventListener("htmx:wsBeforeMessage", (e) => {
+        if (e.target !== root) return;
+        e.preventDefault();
+        this.message(JSON.parse(e.detail.message));
+      });
+      if (this.form) this.form.addEventListener("submit", (e) => this.submit(e));
+    }
+
+    submit(e) {
+      e.preventDefault();
+      const box = this.form.querySelector("textarea");
+      const text = box.value.trim();
+      if (!text || !this.socket) return;
+      this.error("");
+      this.socket.send(JSON.stringify({ action: "start", message: text }));
+      box.value = "";
+    }
+
+    message(frame) {
+      if (frame.type === "error") this.error(frame.error);
+      if (frame.type !== "turn") return;
+      const empty = own(this.root, "empty");
+      if (empty) empty.remove();
+      const tpl = document.createElement("template");
+      tpl.innerHTML = frame.html.trim();
+      const turn = tpl.content.firstElementChild;
+      this.turns.appendChild(turn);
+      turn.querySelectorAll("[data-live-run]").forEach(mount);
+      window.htmx.process(turn); // opens the turn's own /ws/runs/<id>/ socket
+      turn.scrollIntoView({ block: "end" });
+    }
+
+    error(text) {
+      const el = this.form && this.form.querySelector('[data-live="error"]');
+      if (!el) return;
+      el.textContent = text || "";
+      el.hidden = !text;
+    }
+  }
+
+  function mount(el) {
+    if (el.liveRun) return;
+    el.liveRun = el.dataset.liveRun ? new LiveRun(el) : new LiveChat(el);
+  }
+
+  // Mount before htmx opens the sockets (htmx also starts on DOMContentLoaded; this file is
+  // deferred after it, so use the capture phase of the first htmx:wsConnecting as a fallback).
+  function mountAll() { document.querySelectorAll("[data-live-run], [data-live-chat]").forEach(mount); }
+  mountAll();
+  document.addEventListener("htmx:wsConnecting", (e) => mount(e.target), true);
+  window.AgentLabLive = { LiveRun, LiveChat, mount };
+})();

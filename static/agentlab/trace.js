@@ -1,0 +1,215 @@
+/* Agent Lab trace viewer: replay of a recorded run (buttons, slider, ← → keys, ?step=N),
+   folding the step tree, loading steps up to the current one, and picking two runs to diff.
+   Plain JS, no build step; htmx does the rest. */
+(function () {
+  "use strict";
+
+  function ready(fn) {
+    if (document.readyState !== "loading") fn();
+    else document.addEventListener("DOMContentLoaded", fn);
+  }
+
+  // ------------------------------------------------------------------ runs list: pick two
+  function initDiffPick() {
+    var form = document.getElementById("diff-form");
+    if (!form) return;
+    var button = document.getElementById("diff-button");
+    var hint = document.getElementById("diff-hint");
+    function picked() {
+      return Array.prototype.slice.call(
+        document.querySelectorAll('input[type=checkbox][form="diff-form"]:checked'));
+    }
+    function update() {
+      var n = picked().length;
+      button.disabled = n !== 2;
+      hint.textContent = n === 2 ? "Compare the two ticked runs." :
+        n > 2 ? "Tick exactly two runs (" + n + " ticked)." : "Tick two runs to compare them.";
+    }
+    document.addEventListener("change", function (e) {
+      if (e.target.matches && e.target.matches('input[form="diff-form"]')) update();
+    });
+    document.body.addEventListener("htmx:afterSettle", update);
+    form.addEventListener("submit", function (e) {
+      var runs = picked();
+      if (runs.length !== 2) { e.preventDefault(); return; }
+      e.preventDefault();
+      // The older run is A (left): a fork or a replay is then compared against its origin.
+      var ids = runs.map(function (r) { return parseInt(r.value, 10); })
+        .sort(function (x, y) { return x - y; });
+      window.location.href = form.action + "?a=" + ids[0] + "&b=" + ids[1];
+    });
+    update();
+  }
+
+  // ------------------------------------------------------------------ one run: replay
+  function initTrace() {
+    var trace = document.getElementById("trace");
+    if (!trace) return;
+    var list = document.getElementById("steps");
+    var slider = document.getElementById("replay-slider");
+    var label = document.getElementById("replay-label");
+    var messagesButton = document.getElementById("replay-messages");
+    var last = parseInt(trace.dataset.last, 10) || 0;
+    var stepsUrl = trace.dataset.stepsUrl;
+    var current = trace.dataset.current ? parseInt(trace.dataset.current, 10) : null;
+    var loading = null;
+
+    function stepEls() { return list.querySelectorAll(".step[data-seq]"); }
+    function seqOf(el) { return parseInt(el.dataset.seq, 10); }
+    function loadedUpTo() {
+      var els = stepEls();
+      return els.length ? seqOf(els[els.length - 1]) : 0;
+    }
+
+    // Fetch pages until step n is in the page (or there is nothing more to load).
+    function ensureLoaded(n) {
+      var more = document.getElementById("steps-more");
+      if (!more || loadedUpTo() >= n) return Promise.resolve();
+      if (loading) return loading.then(function () { return ensureLoaded(n); });
+      var after = more.dataset.after;
+      loading = fetch(stepsUrl + "?after=" + encodeURIComponent(after) + "&upto=" + n,
+                      {headers: {"HX-Request": "true"}, credentials: "same-origin"})
+        .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.text(); })
+        .then(function (html) {
+          var still = document.getElementById("steps-more");
+          if (!still || still.dataset.after !== after) return;  // htmx got there first
+          var tpl = document.createElement("template");
+          tpl.innerHTML = html;
+          var nodes = Array.prototype.slice.call(tpl.content.children);
+          still.replaceWith(tpl.content);
+          nodes.forEach(function (node) { if (window.htmx) htmx.process(node); });
+          markParents();
+        })
+        .finally(function () { loading = null; });
+      return loading.then(function () {
+        var next = document.getElementById("steps-more");
+        if (next && next.dataset.after !== after && loadedUpTo() < n) return ensureLoaded(n);
+      });
+    }
+
+    function find(n) {
+      // Seqs are 1..N without gaps in practice; fall back to the nearest earlier step.
+      var el = document.getElementById("step-" + n);
+      if (el) return el;
+      var best = null;
+      stepEls().forEach(function (s) { if (seqOf(s) <= n) best = s; });
+      return best;
+    }
+
+    function show(n) {
+      var el = find(n);
+      current = n;
+      stepEls().forEach(function (s) {
+        var seq = seqOf(s);
+        s.classList.toggle("current", s === el);
+        s.classList.toggle("future", seq > n);
+      });
+      document.querySelectorAll(".waterfall .bar").forEach(function (b) {
+        b.classList.toggle("current", parseInt(b.dataset.go, 10) === n);
+      });
+      slider.value = String(n);
+      label.textContent = "step " + n + " / " + last;
+      if (el) {
+        unfold(el);
+        el.scrollIntoView({block: "center"});
+      }
+      messagesButton.disabled = !(el && el.dataset.kind === "llm");
+      var url = new URL(window.location.href);
+      url.searchParams.set("step", String(n));
+      history.replaceState(history.state, "", url.toString());
+    }
+
+    function go(n) {
+      if (!last) return;
+      n = Math.max(1, Math.min(last, n));
+      current = n;
+      slider.value = String(n);
+      label.textContent = "step " + n + " / " + last + (loadedUpTo() < n ? " (loading…)" : "");
+      return ensureLoaded(n).then(function () { if (current === n) show(n); });
+    }
+
+    function neighbour(delta) {
+      if (current === null) return delta > 0 ? 1 : last;
+      return current + delta;
+    }
+
+    trace.addEventListener("click", function (e) {
+      var b = e.target.closest("[data-replay]");
+      if (!b) return;
+      var what = b.dataset.replay;
+      go(what === "first" ? 1 : what === "last" ? last : neighbour(what === "next" ? 1 : -1));
+    });
+    slider.addEventListener("input", function () { go(parseInt(slider.value, 10)); });
+    document.addEventListener("click", function (e) {
+      var link = e.target.closest("[data-go]");
+      if (!link || e.metaKey || e.ctrlKey || e.shiftKey) return;
+      e.preventDefault();
+      go(parseInt(link.dataset.go, 10));
+    });
+    document.addEventListener("keydown", function (e) {
+      var t = e.target;
+      if (e.altKey || e.ctrlKey || e.metaKey) return;
+      if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+      var keys = {ArrowRight: function () { return neighbour(1); },
+                  ArrowLeft: function () { return neighbour(-1); },
+                  Home: function () { return 1; }, End: function () { return last; }};
+      if (!keys[e.key]) return;
+      e.preventDefault();
+      go(keys[e.key]());
+    });
+    messagesButton.addEventListener("click", function () {
+      var el = current && find(current);
+      var panel = el && el.querySelector("details.messages");
+      if (!panel) return;
+      panel.open = true;  // the toggle event makes htmx load it
+      panel.scrollIntoView({block: "nearest"});
+    });
+
+    // ---------------------------------------------------------------- the tree: fold children
+    function markParents() {
+      var els = stepEls();
+      for (var i = 0; i < els.length; i++) {
+        var next = els[i + 1];
+        var has = next && parseInt(next.dataset.depth, 10) > parseInt(els[i].dataset.depth, 10);
+        els[i].classList.toggle("has-children", !!has);
+      }
+    }
+    function descendants(el) {
+      var out = [], depth = parseInt(el.dataset.depth, 10), n = el.nextElementSibling;
+      while (n && n.classList.contains("step") && parseInt(n.dataset.depth, 10) > depth) {
+        out.push(n);
+        n = n.nextElementSibling;
+      }
+      return out;
+    }
+    function unfold(el) {
+      // A step hidden inside a folded parent is shown again when the replay reaches it.
+      if (!el.classList.contains("folded-away")) return;
+      var p = el.previousElementSibling;
+      while (p) {
+        var t = p.querySelector && p.querySelector(".tree-toggle[aria-expanded=false]");
+        if (t && parseInt(p.dataset.depth, 10) < parseInt(el.dataset.depth, 10)) t.click();
+        p = p.previousElementSibling;
+      }
+    }
+    list.addEventListener("click", function (e) {
+      var toggle = e.target.closest(".tree-toggle");
+      if (!toggle) return;
+      var el = toggle.closest(".step");
+      var open = toggle.getAttribute("aria-expanded") !== "false";
+      toggle.setAttribute("aria-expanded", open ? "false" : "true");
+      descendants(el).forEach(function (d) { d.classList.toggle("folded-away", open); });
+    });
+    document.body.addEventListener("htmx:afterSettle", function () {
+      markParents();
+      if (current !== null) {
+        stepEls().forEach(function (s) { s.classList.toggle("future", seqOf(s) > current); });
+      }
+    });
+
+    markParents();
+    if (current !== null) go(current);
+  }
+
+  ready(function () { initDiffPick(); initTrace(); });
+})();

@@ -1,0 +1,42 @@
+"""manage.py bench_traces, a smoke run at tiny sizes: it prints the figures and cleans up."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.core.management import call_command
+
+from traces.diff import diff_steps
+from traces.management.commands.bench_traces import perturbed, synthetic_steps
+from traces.models import Run, Step
+
+pytestmark = pytest.mark.django_db
+
+
+def test_bench_prints_the_figures_and_the_goals_then_deletes_its_runs(capsys):
+    call_command("bench_traces", "--sizes", "50", "--runs", "20", "--diff-sizes", "50,100")
+    out = capsys.readouterr().out
+    assert "generating a run of 50 steps" in out and "generating 20 runs" in out
+    assert re.search(r"^\s+50\s+\d+ ms\s+\d+ ms\s+[\d.]+ KB$", out, re.M), out
+    assert re.search(r"Runs list \(GET /runs/\) with 20 runs: \d+ ms, [\d.]+ KB", out)
+    assert re.search(r"Diff 100 vs 100 steps: \d+ ms \(\d+ rows\)", out)
+    assert "25,000-step page first byte < 1 s: not measured" in out
+    assert "diff 1,000 vs 1,000 < 200 ms: not measured" in out
+    assert Run.objects.count() == 0 and Step.objects.count() == 0
+
+
+def test_keep_leaves_the_runs_in_the_database(capsys):
+    call_command("bench_traces", "--sizes", "30", "--runs", "5", "--diff-sizes", "", "--keep")
+    assert Run.objects.count() == 6 and Step.objects.count() == 30
+
+
+def test_synthetic_runs_have_the_realistic_mix_and_a_perturbed_copy_diverges():
+    steps = synthetic_steps(300)
+    kinds = {s.kind for s in steps}
+    assert {"llm", "tool", "thought", "plan", "error", "final"} <= kinds
+    assert [s.seq for s in steps] == list(range(1, 301)) and steps[-1].kind == "final"
+    assert max(len(s.text) for s in steps if s.kind == "tool") >= 2000  # long payloads too
+    diff = diff_steps(steps, perturbed(steps))
+    assert diff.first_divergence is not None
+    assert {"changed", "inserted", "deleted"} <= {r.op for r in diff.rows}

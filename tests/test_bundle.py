@@ -1,0 +1,192 @@
+"""traces.bundle and the export_run / import_run commands: round-trip, refusals, atomicity."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from traces.bundle import (
+    BUNDLE_FORMAT,
+    BUNDLE_VERSION,
+    BundleError,
+    export_bundle,
+    import_bundle,
+    load_bundle,
+    row_from_record,
+)
+from traces.models import Run, Step
+from traces.schema import Step as StepRecord
+
+pytestmark = pytest.mark.django_db
+
+SNAPSHOT = {"name": "Calc agent", "paradigm": "react", "system_prompt": "",
+            "profiles": {"default": {"name": "p", "model": "m", "api_key_env": "OPENAI_API_KEY",
+                                     "api_key": "sk-leaked"}},
+            "tools": {"calculator": {"enabled": True}}, "limits": {"max_steps": 40}}
+
+
+@pytest.fixture
+def run(user):
+    run = Run.objects.create(
+        user=user, agent_name="Calc agent", paradigm="react", agent_snapshot=SNAPSHOT,
+        input="What is 6*7?", history=[{"role": "user", "content": "hi"}], status="succeeded",
+        final_answer="42", llm_calls=2, tool_calls=1, tokens_in=130, tokens_out=18,
+        cost_usd=0.0002, wall_ms=1234.5, step_count=4,
+        started_at=datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
+        finished_at=datetime(2025, 1, 2, 3, 4, 7, tzinfo=UTC))
+    records = [
+        StepRecord(seq=1, kind="llm", name="m", input={"messages": [{"role": "user",
+                                                                     "content": "What is 6*7?"}]},
+                   output={"text": "", "tool_calls": [{"name": "calculator"}]}, tokens_in=50,
+                   tokens_out=10, started_at=1735787045.25, duration_ms=800.0,
+                   meta={"profile": "p"}),
+        StepRecord(seq=2, kind="tool", name="calculator", parent=1, input={"expression": "6*7"},
+                   output={"ok": True, "output": "42"}, text="42", started_at=1735787046.0),
+        StepRecord(seq=3, kind="llm", name="m", text="It is 42.", started_at=1735787046.5),
+        StepRecord(seq=4, kind="final", text="42", output="42", started_at=1735787047.0),
+    ]
+    Step.objects.bulk_create(row_from_record(run.pk, s) for s in records)
+    return run
+
+
+def bundle_text(run) -> str:
+    return json.dumps(export_bundle(run))
+
+
+def refusal(data) -> BundleError:
+    with pytest.raises(BundleError) as info:
+        import_bundle(data, user=Run.objects.first().user)
+    assert Run.objects.count() == 1  # only the fixture's run: nothing was imported
+    return info.value
+
+
+def test_export_then_import_gives_the_same_run_and_steps(run, other_user):
+    exported = export_bundle(run)
+    assert (exported["format"], exported["version"]) == (BUNDLE_FORMAT, BUNDLE_VERSION)
+    copy_ = import_bundle(json.dumps(exported), user=other_user)
+    assert copy_.pk != run.pk and copy_.user == other_user and copy_.agent is None
+    again = export_bundle(copy_)
+    assert again["steps"] == exported["steps"]
+    assert again["run"]["agent_snapshot"].pop("imported_from") == {
+        "source_id": run.pk, "parent_source_id": None, "fork_seq": None,
+        "exported_at": exported["exported_at"]}
+    for key in ("source_id", "created"):
+        again["run"].pop(key), exported["run"].pop(key)
+    assert again["run"] == exported["run"]
+    assert copy_.step_count == 4 and copy_.tokens_in == 130 and copy_.final_answer == "42"
+
+
+def test_export_never_carries_a_key_only_its_variable_name(run):
+    text = bundle_text(run)
+    assert "sk-leaked" not in text and "OPENAI_API_KEY" in text
+
+
+def test_an_imported_running_run_becomes_interrupted(run, user):
+    data = export_bundle(run)
+    data["run"]["status"] = "running"
+    copy_ = import_bundle(data, user=user)
+    assert copy_.status == "interrupted" and "resume" in copy_.error
+
+
+def test_broken_json_is_refused_with_line_and_column(run):
+    text = bundle_text(run)
+    error = refusal(text.replace('"version": 1,', '"version": 1,\n\n  }', 1))
+    assert error.where == "line 3, column 3"
+    assert "not valid JSON" in str(error)
+
+
+def test_not_an_object_and_wrong_format_are_refused(run):
+    assert "must be a JSON object, got array" in str(refusal("[1, 2]"))
+    data = export_bundle(run) | {"format": "langfuse"}
+    assert refusal(data).where == "format"
+
+
+def test_an_unknown_version_is_refused(run):
+    error = refusal(export_bundle(run) | {"version": 2})
+    assert error.where == "version"
+    assert "unknown bundle version 2" in error.message and "version 1" in error.message
+
+
+def test_a_missing_field_is_named(run):
+    data = export_bundle(run)
+    del data["steps"][2]["kind"]
+    assert str(refusal(data)) == "steps[2].kind: missing"
+    data = export_bundle(run)
+    del data["run"]["input"]
+    assert str(refusal(data)) == "run.input: missing"
+
+
+def test_a_mistyped_field_is_named(run):
+    data = export_bundle(run)
+    data["steps"][3]["seq"] = "four"
+    assert str(refusal(data)) == "steps[3].seq: expected integer, got string"
+    data = export_bundle(run)
+    data["run"]["totals"]["tokens_in"] = -1
+    assert refusal(data).where == "run.totals.tokens_in"
+
+
+def test_bad_kinds_statuses_and_unknown_fields_are_named(run):
+    data = export_bundle(run)
+    data["steps"][1]["kind"] = "dance"
+    error = refusal(data)
+    assert error.where == "steps[1].kind" and "'dance' is not one of llm" in error.message
+    data = export_bundle(run)
+    data["run"]["status"] = "done"
+    assert refusal(data).where == "run.status"
+    data = export_bundle(run)
+    data["steps"][0]["colour"] = "red"
+    assert str(refusal(data)) == "steps[0]: unknown field(s): colour"
+
+
+def test_duplicate_seqs_and_dangling_parents_are_refused(run):
+    data = export_bundle(run)
+    data["steps"][3]["seq"] = 2
+    assert str(refusal(data)) == "steps[3].seq: seq 2 appears twice (first at steps[1])"
+    data = export_bundle(run)
+    data["steps"][1]["parent"] = 99
+    assert str(refusal(data)) == "steps[1].parent: no step has seq 99"
+
+
+def test_nothing_is_half_imported_when_the_database_refuses(run, monkeypatch):
+    # Validation passed; a failure while inserting steps must roll the new Run back too.
+    def fail(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(Step.objects, "bulk_create", fail)
+    with pytest.raises(RuntimeError):
+        import_bundle(export_bundle(run), user=run.user)
+    assert Run.objects.count() == 1 and Step.objects.count() == 4
+
+
+def test_load_bundle_returns_schema_steps(run):
+    loaded = load_bundle(copy.deepcopy(export_bundle(run)))
+    assert [s.seq for s in loaded.steps] == [1, 2, 3, 4]
+    assert loaded.steps[1].parent == 1 and loaded.run["input"] == "What is 6*7?"
+
+
+def test_the_commands_export_and_import(run, user, tmp_path, capsys):
+    path = tmp_path / "run.json"
+    call_command("export_run", str(run.pk), "-o", str(path))
+    call_command("import_run", str(path), "--user", "alice")
+    out = capsys.readouterr().out
+    new = Run.objects.exclude(pk=run.pk).get()
+    assert f"Imported run {new.pk} (4 steps): /runs/{new.pk}/" in out
+    call_command("export_run", str(run.pk))
+    assert json.loads(capsys.readouterr().out)["run"]["input"] == "What is 6*7?"
+
+
+def test_import_run_refuses_a_bad_file_with_the_reason(run, user, tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(export_bundle(run) | {"version": 7}))
+    with pytest.raises(CommandError, match=r"not a valid run bundle: version: unknown bundle "
+                                           r"version 7") as info:
+        call_command("import_run", str(path), "--user", "alice")
+    assert info.value.returncode == 1
+    assert Run.objects.count() == 1
+    with pytest.raises(CommandError, match="there is no run 999"):
+        call_command("export_run", "999")

@@ -1,0 +1,70 @@
+"""Each default agent, end to end on its demo question against the real embedded SmolLM2.
+
+What is asserted is that the trace is complete and well-formed and shows the paradigm's
+structure (a plan and its steps, attempts and evaluations, a tree of nodes, members' messages) —
+not that a 135M-parameter model answered well: it often does not, and the trace shows that.
+"""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from agentlab.defaults import DEFAULT_AGENTS, EMBEDDED_PROFILE, load_defaults
+from agentlab.models import Agent, ModelProfile
+from agentlab.runner import create_run, execute_run
+from traces.models import Run
+
+pytestmark = [pytest.mark.embedded, pytest.mark.django_db(transaction=True)]
+
+NEW_PARADIGMS = [a.name for a in DEFAULT_AGENTS if a.paradigm != "react"]
+
+# What each paradigm's trace must show whatever the model says: the roles of its first calls
+# and the kinds of step that carry its structure.
+STRUCTURE = {
+    "plan_execute": ({"planner"}, set()),
+    "reflexion": (set(), {"message"}),
+    "rewoo": ({"planner"}, set()),
+    "self_ask": ({"agent"}, set()),
+    "lats": ({"agent"}, {"node"}),
+    "multi_agent": (set(), {"message"}),
+}
+
+
+@pytest.mark.parametrize("name", NEW_PARADIGMS)
+async def test_a_default_agent_on_the_embedded_model_records_a_well_formed_trace(
+        embedded_llm, staff, name):
+    def setup() -> Run:
+        load_defaults()
+        ModelProfile.objects.filter(name=EMBEDDED_PROFILE).update(
+            base_url=embedded_llm, temperature=0, max_tokens=128, timeout_s=60, retries=0)
+        agent = Agent.objects.get(name=name)
+        # Tight limits keep the suite short; the trace must be complete however the run ends.
+        agent.max_llm_calls, agent.total_timeout_s = 8, 90
+        agent.save()
+        return create_run(agent, staff, agent.demo_question)
+
+    run = await sync_to_async(setup)()
+    assert run.input, "every default agent has a demo question"
+    outcome = await execute_run(run)
+    await run.arefresh_from_db()
+    steps = [s async for s in run.steps.order_by("seq")]
+
+    assert run.status == outcome.status
+    assert run.status in {"succeeded", "failed", "timed_out"}, run.error
+    assert run.final_answer or run.error
+    assert [s.seq for s in steps] == list(range(1, len(steps) + 1))
+    assert all(s.status in {"ok", "error"} for s in steps), "a step was left running"
+    assert steps[-1].kind == "final"
+    seqs = {s.seq for s in steps}
+    for s in steps:
+        assert s.parent is None or (s.parent in seqs and s.parent < s.seq), (s.seq, s.parent)
+    llm_steps = [s for s in steps if s.kind == "llm"]
+    assert llm_steps and len(llm_steps) == run.llm_calls <= 8
+    for s in llm_steps:
+        assert s.input["messages"], "the request is recorded"
+        assert s.status == "error" or s.output.get("finish_reason") is not None
+    roles, kinds = STRUCTURE[run.paradigm]
+    assert roles <= {s.role for s in llm_steps}, {s.role for s in llm_steps}
+    assert kinds <= {s.kind for s in steps}, {s.kind for s in steps}
+    assert run.tokens_in == sum(s.tokens_in for s in llm_steps)

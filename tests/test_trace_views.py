@@ -1,0 +1,420 @@
+"""The trace viewer's pages through Django's test client on a real database: runs list (search,
+filters, sort, pagination), one run (tree, node meta, payloads, load more, messages), diff,
+export/import, and that another user's run is a 404 everywhere.
+
+`make_run` and `demo_steps` build recorded runs directly (no model involved); the browser tests
+reuse them."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from traces.models import Run, Step
+
+pytestmark = pytest.mark.django_db
+
+LONG_OBSERVATION = "row " + "Paris 21C sunny; " * 300 + "END-OF-LONG-PAYLOAD"
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def demo_steps() -> list[dict[str, Any]]:
+    """A multi-kind run: a plan with an llm call and a tool inside, a LATS node, a team member's
+    message, a tool with SQL and a long observation, a format error, the final answer."""
+    question = {"role": "user", "content": "What is the weather in Paris?"}
+    return [
+        {"kind": "plan", "role": "planner", "text": "1. look up the weather\n2. answer",
+         "input": {"steps": ["look up the weather", "answer"]}},
+        {"kind": "llm", "parent": 1, "name": "scripted-model", "tokens_in": 50, "tokens_out": 10,
+         "cost_usd": 0.0002, "duration_ms": 1500,
+         "input": {"messages": [{"role": "system", "content": "You are a careful agent."},
+                                question],
+                   "tools": [{"type": "function", "function": {"name": "get_weather"}}]},
+         "output": {"text": "", "tool_calls": [{"id": "c1", "name": "get_weather",
+                                                "arguments": {"city": "Paris"},
+                                                "raw_arguments": '{"city": "Paris"}',
+                                                "error": None}]},
+         "text": ""},
+        {"kind": "tool", "parent": 1, "name": "get_weather", "input": {"city": "Paris"},
+         "output": {"ok": True, "output": "Sunny, 21 C"}, "text": "Sunny, 21 C",
+         "duration_ms": 120},
+        {"kind": "node", "name": "candidate 1", "text": "Answer from the weather report",
+         "meta": {"value": 0.75, "visits": 3, "depth": 1}},
+        {"kind": "message", "role": "researcher", "name": "report",
+         "text": "I found the weather for the team."},
+        {"kind": "tool", "name": "sql_query",
+         "input": {"sql": "SELECT city, temp FROM weather WHERE city = 'Paris'"},
+         "output": {"ok": True, "output": LONG_OBSERVATION}, "text": LONG_OBSERVATION,
+         "duration_ms": 40},
+        {"kind": "error", "status": "error", "text": "The reply was not valid JSON.",
+         "meta": {"format_error": True}},
+        {"kind": "final", "text": "It is sunny in Paris.", "output": "It is sunny in Paris."},
+    ]
+
+
+def make_run(user, steps: list[dict[str, Any]] | None = None, **fields: Any) -> Run:
+    """A recorded run with its steps (seq 1..n, a second apart) and totals that match them."""
+    steps = demo_steps() if steps is None else steps
+    defaults = {"input": "What is the weather in Paris?", "agent_name": "Weather agent",
+                "paradigm": "react", "status": "succeeded",
+                "final_answer": next((s["text"] for s in reversed(steps)
+                                      if s["kind"] == "final"), ""),
+                "agent_snapshot": {"paradigm": "react", "profiles": {
+                    "default": {"name": "Scripted", "model": "scripted-model",
+                                "base_url": "http://127.0.0.1:9/v1"}}},
+                "started_at": T0, "step_count": len(steps),
+                "llm_calls": sum(s["kind"] == "llm" for s in steps),
+                "tool_calls": sum(s["kind"] == "tool" for s in steps),
+                "tokens_in": sum(s.get("tokens_in", 0) for s in steps),
+                "tokens_out": sum(s.get("tokens_out", 0) for s in steps),
+                "wall_ms": len(steps) * 1000.0}
+    run = Run.objects.create(user=user, **{**defaults, **fields})
+    Step.objects.bulk_create(
+        Step(run=run, seq=i, started_at=T0 + timedelta(seconds=i - 1), **s)
+        for i, s in enumerate(steps, start=1))
+    return run
+
+
+def html(response) -> str:
+    assert response.status_code == 200, response.status_code
+    return response.content.decode()
+
+
+# ---------------------------------------------------------------------------- runs list
+
+
+@pytest.fixture
+def three_runs(user, other_user):
+    paris = make_run(user)
+    math = make_run(user, [{"kind": "tool", "name": "calculator", "input": {"e": "6*7"},
+                            "text": "42"}, {"kind": "final", "text": "42"}],
+                    input="What is 6*7?", agent_name="Calc agent", paradigm="rewoo",
+                    status="failed", error="boom", cost_usd=0.5, wall_ms=99_000.0,
+                    agent_snapshot={"profiles": {"default": {"name": "Big", "model": "gpt-x"}}})
+    theirs = make_run(other_user, input="Bob's secret question")
+    return paris, math, theirs
+
+
+def row_ids(response) -> list[int]:
+    return [r.pk for r in response.context["page"].object_list]
+
+
+def test_the_list_shows_only_my_runs_and_staff_see_all(client, user, staff, three_runs):
+    paris, math, theirs = three_runs
+    client.force_login(user)
+    page = html(client.get(reverse("runs")))
+    assert "What is 6*7?" in page and "Bob&#x27;s secret question" not in page
+    assert set(row_ids(client.get(reverse("runs")))) == {paris.pk, math.pk}
+    client.force_login(staff)
+    response = client.get(reverse("runs"))
+    assert set(row_ids(response)) == {paris.pk, math.pk, theirs.pk}
+    assert "bob" in html(response)  # staff see the user column
+
+
+def test_anonymous_visitors_are_sent_to_log_in(client):
+    response = client.get(reverse("runs"))
+    assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ({"q": "calculator"}, "math"),  # a tool name, through the steps
+    ({"q": "sunny in paris"}, "paris"),  # the answer
+    ({"q": "6*7"}, "math"),  # the question
+    ({"agent": "Calc agent"}, "math"),
+    ({"paradigm": "react"}, "paris"),
+    ({"model": "gpt-x"}, "math"),
+    ({"status": "failed"}, "math"),
+])
+def test_search_and_filters(client, user, three_runs, query, expected):
+    paris, math, _ = three_runs
+    client.force_login(user)
+    assert row_ids(client.get(reverse("runs"), query)) == [{"paris": paris,
+                                                             "math": math}[expected].pk]
+
+
+def test_date_filters_and_a_user_filter_only_for_staff(client, user, staff, three_runs):
+    paris, math, theirs = three_runs
+    Run.objects.filter(pk=paris.pk).update(created=T0 - timedelta(days=10))
+    client.force_login(user)
+    day = (T0 - timedelta(days=10)).date().isoformat()
+    assert row_ids(client.get(reverse("runs"), {"date_to": day})) == [paris.pk]
+    assert paris.pk not in row_ids(client.get(reverse("runs"), {"date_from": T0.date()}))
+    # A non-staff user's "user" parameter is ignored: still only their own runs.
+    assert set(row_ids(client.get(reverse("runs"), {"user": "bob"}))) == {paris.pk, math.pk}
+    client.force_login(staff)
+    assert row_ids(client.get(reverse("runs"), {"user": "bob"})) == [theirs.pk]
+
+
+def test_sorting_uses_whitelisted_keys_only(client, user, three_runs):
+    paris, math, _ = three_runs
+    client.force_login(user)
+    assert row_ids(client.get(reverse("runs"), {"sort": "-cost"})) == [math.pk, paris.pk]
+    assert row_ids(client.get(reverse("runs"), {"sort": "steps"})) == [math.pk, paris.pk]
+    assert row_ids(client.get(reverse("runs"), {"sort": "-steps"})) == [paris.pk, math.pk]
+    assert row_ids(client.get(reverse("runs"), {"sort": "duration"})) == [paris.pk, math.pk]
+    # An unknown key falls back to newest first instead of naming a column.
+    response = client.get(reverse("runs"), {"sort": "-user__password"})
+    assert row_ids(response) == [math.pk, paris.pk]
+    page = html(client.get(reverse("runs"), {"sort": "-cost", "status": "failed"}))
+    assert "sort=cost&amp;status=failed" in page  # the header flips, the filter stays
+
+
+def test_pagination_keeps_the_filters(client, user):
+    for i in range(55):
+        Run.objects.create(user=user, input=f"question {i}", paradigm="react", status="failed")
+    Run.objects.create(user=user, input="not failed", status="succeeded")
+    client.force_login(user)
+    first = client.get(reverse("runs"), {"status": "failed"})
+    assert len(row_ids(first)) == 50 and "page 1 of 2" in html(first)
+    assert "status=failed&amp;page=2" in html(first)
+    second = client.get(reverse("runs"), {"status": "failed", "page": 2})
+    assert len(row_ids(second)) == 5 and "not failed" not in html(second)
+
+
+def test_htmx_requests_get_only_the_table(client, user, three_runs):
+    client.force_login(user)
+    response = client.get(reverse("runs"), {"q": "calculator"}, headers={
+        "HX-Request": "true", "HX-Target": "run-table"})
+    body = html(response)
+    assert body.lstrip().startswith('<div id="run-table"') and "<html" not in body
+    assert "What is 6*7?" in body and "Paris?" not in body
+
+
+def test_the_list_stays_a_few_queries_however_many_runs(client, user,
+                                                       django_assert_max_num_queries):
+    for i in range(120):
+        Run.objects.create(user=user, input=f"q{i}", agent_name=f"agent {i % 3}")
+    client.force_login(user)
+    with django_assert_max_num_queries(10):
+        assert len(row_ids(client.get(reverse("runs"), {"q": "q1"}))) == 31
+
+
+# ---------------------------------------------------------------------------- one run
+
+
+def test_the_run_page_shows_the_header_the_tree_and_the_steps(client, user):
+    run = make_run(user, error="", format_errors=1, reflections=0)
+    client.force_login(user)
+    page = html(client.get(reverse("run", args=[run.pk])))
+    assert "What is the weather in Paris?" in page and "It is sunny in Paris." in page
+    assert "Weather agent" in page and "react" in page and "<code>scripted-model</code>" in page
+    # The plan's llm call and tool sit one level deeper than the plan.
+    assert 'id="step-1" data-seq="1" data-kind="plan" data-depth="0"' in page
+    assert 'id="step-2" data-seq="2" data-kind="llm" data-depth="1"' in page
+    assert 'id="step-3" data-seq="3" data-kind="tool" data-depth="1"' in page
+    # LATS node value/visits, the team member's role, the action and its arguments.
+    assert '<li class="fact-value"><span>value</span> 0.75</li>' in page
+    assert '<li class="fact-visits"><span>visits</span> 3</li>' in page
+    assert '<span class="role" title="role">researcher</span>' in page
+    assert "<code>get_weather</code>" in page and "Observation" in page
+    # JSON and SQL are highlighted by Pygments (token spans), the waterfall has a bar per step.
+    assert '<span class="nt">"city"</span>' in page
+    assert '<span class="k">SELECT</span>' in page
+    assert page.count('class="bar k-') == 8
+    assert "Export bundle" in page and reverse("run_export_otlp", args=[run.pk]) in page
+
+
+def test_a_failed_run_shows_why_and_a_fork_links_its_origin(client, user):
+    origin = make_run(user)
+    fork = make_run(user, status="failed", error="cannot reach http://127.0.0.1:9/v1",
+                    parent_run=origin, fork_seq=3)
+    client.force_login(user)
+    page = html(client.get(reverse("run", args=[fork.pk])))
+    assert "Why it failed" in page and "cannot reach http://127.0.0.1:9/v1" in page
+    assert f'href="{reverse("run", args=[origin.pk])}?step=3">run {origin.pk}</a> at step 3' \
+        in page
+    assert f"run {fork.pk}</a> (from step 3)" in html(client.get(reverse("run",
+                                                                        args=[origin.pk])))
+
+
+def test_long_payloads_are_collapsed_with_their_size_and_fetched_on_demand(client, user):
+    run = make_run(user)
+    client.force_login(user)
+    page = html(client.get(reverse("run", args=[run.pk])))
+    assert "END-OF-LONG-PAYLOAD" not in page
+    url = reverse("step_payload", args=[run.pk, 6, "text"])
+    assert f'hx-get="{url}"' in page and "Observation · 5.0 KB" in page
+    assert f'hx-get="{reverse("step_payload", args=[run.pk, 6, "output"])}"' in page
+    body = html(client.get(url))
+    assert "END-OF-LONG-PAYLOAD" in body and body.startswith('<div class="hl">')
+    output = html(client.get(reverse("step_payload", args=[run.pk, 6, "output"])))
+    assert "END-OF-LONG-PAYLOAD" in output and '<span class="nt">"ok"</span>' in output
+    assert client.get(reverse("step_payload", args=[run.pk, 6, "meta"])).status_code == 404
+    assert client.get(reverse("step_payload", args=[run.pk, 99, "input"])).status_code == 404
+
+
+def test_payloads_are_escaped(client, user):
+    run = make_run(user, [{"kind": "tool", "name": "x", "input": {"q": "<script>alert(1)"},
+                           "text": "<img src=x onerror=alert(1)>"}])
+    client.force_login(user)
+    page = html(client.get(reverse("run", args=[run.pk])))
+    assert "<script>alert(1)" not in page and "<img src=x" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_the_messages_panel_shows_the_conversation_the_model_saw(client, user):
+    run = make_run(user)
+    client.force_login(user)
+    page = html(client.get(reverse("run", args=[run.pk])))
+    url = reverse("step_messages", args=[run.pk, 2])
+    assert f'hx-get="{url}"' in page
+    body = html(client.get(url))
+    assert '<span class="msg-role">system</span>' in body and "You are a careful agent." in body
+    assert "What is the weather in Paris?" in body and "<code>get_weather</code>" in body
+    # Only llm steps have messages.
+    assert client.get(reverse("step_messages", args=[run.pk, 3])).status_code == 404
+
+
+def big_run(user, n: int) -> Run:
+    return make_run(user, [{"kind": "thought", "text": f"thinking {i}",
+                            "parent": 1 if i > 1 else None} for i in range(1, n + 1)])
+
+
+def test_a_big_run_renders_its_first_page_and_loads_more(client, user,
+                                                        django_assert_max_num_queries):
+    run = big_run(user, 450)
+    client.force_login(user)
+    with django_assert_max_num_queries(14):
+        page = html(client.get(reverse("run", args=[run.pk])))
+    assert 'id="step-200"' in page and 'id="step-201"' not in page
+    more = f'{reverse("run_steps", args=[run.pk])}?after=200'
+    assert f'hx-get="{more}" hx-trigger="revealed"' in page
+    assert 'max="450"' in page  # the slider spans every step
+    second = html(client.get(more, headers={"HX-Request": "true"}))
+    assert 'id="step-201"' in second and 'id="step-400"' in second
+    assert 'id="step-401"' not in second and "?after=400" in second
+    # Steps whose parent is on an earlier page still know their depth.
+    assert 'data-seq="300" data-kind="thought" data-depth="1"' in second
+    last = html(client.get(f"{reverse('run_steps', args=[run.pk])}?after=400"))
+    assert 'id="step-450"' in last and "steps-more" not in last
+
+
+def test_a_link_to_a_step_renders_up_to_it_and_marks_it(client, user):
+    run = big_run(user, 450)
+    client.force_login(user)
+    page = html(client.get(reverse("run", args=[run.pk]), {"step": 330}))
+    assert 'id="step-330"' in page and 'data-current="330"' in page
+    upto = html(client.get(reverse("run_steps", args=[run.pk]), {"after": 200, "upto": 420}))
+    assert 'id="step-420"' in upto
+
+
+def test_a_huge_run_shows_its_slowest_steps_in_the_timeline(client, user):
+    steps = [{"kind": "tool" if i % 2 else "llm", "name": "t", "duration_ms": float(i)}
+             for i in range(1, 601)]
+    run = make_run(user, steps)
+    client.force_login(user)
+    page = html(client.get(reverse("run", args=[run.pk])))
+    assert page.count('class="bar k-') == 300 and "the 300 slowest of 600 steps" in page
+    assert 'data-go="600"' in page and 'href="?step=2" data-go="2"' not in page.split(
+        'class="card trace"')[0]
+
+
+# ---------------------------------------------------------------------------- diff
+
+
+def test_the_diff_page_marks_the_first_divergence_and_sums_up(client, user):
+    a = make_run(user)
+    changed = demo_steps()
+    changed[2] = {**changed[2], "text": "Rainy, 12 C"}
+    changed[-1] = {"kind": "final", "text": "It is rainy in Paris."}
+    b = make_run(user, changed)
+    client.force_login(user)
+    page = html(client.get(reverse("run_diff"), {"a": a.pk, "b": b.pk}))
+    assert "Different answers" in page and "It is rainy in Paris." in page
+    assert '<a href="#first-divergence" class="jump">Jump to first divergence</a>' in page
+    row = page.split('id="first-divergence"')[1].split("</tr>")[0]
+    assert "get_weather" in row and "<del>Sunny</del>" in row and "<ins>Rainy</ins>" in row
+    assert page.count('class="op-changed') == 2
+    same = html(client.get(reverse("run_diff"), {"run": [a.pk, a.pk]}))
+    assert "Same answer" in same and "do not diverge" in same
+
+
+def test_the_diff_needs_two_visible_runs(client, user, other_user):
+    mine, theirs = make_run(user), make_run(other_user)
+    client.force_login(user)
+    assert client.get(reverse("run_diff"), {"a": mine.pk, "b": theirs.pk}).status_code == 404
+    assert client.get(reverse("run_diff"), {"a": mine.pk}).status_code == 404
+    assert client.get(reverse("run_diff"), {"a": "x", "b": "y"}).status_code == 404
+
+
+# ---------------------------------------------------------------------------- export, import
+
+
+def test_export_downloads_a_bundle_and_otlp(client, user):
+    run = make_run(user)
+    client.force_login(user)
+    response = client.get(reverse("run_export", args=[run.pk]))
+    assert response["Content-Disposition"] == f'attachment; filename="agentlab-run-{run.pk}.json"'
+    bundle = json.loads(response.content)
+    assert len(bundle["steps"]) == 8
+    otlp = client.get(reverse("run_export_otlp", args=[run.pk]))
+    assert "resourceSpans" in json.loads(otlp.content)
+
+
+def test_an_imported_bundle_opens_as_a_new_run(client, user):
+    run = make_run(user)
+    client.force_login(user)
+    data = client.get(reverse("run_export", args=[run.pk])).content
+    upload = SimpleUploadedFile("run.json", data, content_type="application/json")
+    response = client.post(reverse("run_import"), {"bundle": upload}, follow=True)
+    new = Run.objects.exclude(pk=run.pk).get()
+    assert response.redirect_chain[-1][0] == reverse("run", args=[new.pk])
+    assert "It is sunny in Paris." in html(response) and new.steps.count() == 8
+
+
+@pytest.mark.parametrize(("content", "reason"), [
+    (b'{"format": "agentlab.run-bundle", ', "not valid JSON"),
+    (b'{"format": "agentlab.run-bundle", "version": 99}', "version"),
+    (b"[1, 2]", "refused"),
+])
+def test_a_bad_bundle_is_refused_with_the_reason(client, user, content, reason):
+    client.force_login(user)
+    upload = SimpleUploadedFile("bad.json", content, content_type="application/json")
+    response = client.post(reverse("run_import"), {"bundle": upload}, follow=True)
+    page = html(response)
+    assert response.redirect_chain[-1][0] == reverse("runs")
+    assert "Import: bad.json was refused:" in page and reason in page
+    assert Run.objects.count() == 0
+
+
+# ---------------------------------------------------------------------------- highlighting
+
+
+def test_the_committed_pygments_stylesheet_is_current():
+    from traces.highlight import stylesheet
+
+    css = (settings.BASE_DIR / "static/agentlab/pygments.css").read_text()
+    assert css == stylesheet(), "run: python -m traces.highlight > static/agentlab/pygments.css"
+    light, dark = css.split("@media (prefers-color-scheme: dark)")
+    assert ".hl .k {" in light and ".hl .k {" in dark
+
+
+def test_the_highlight_filters_escape_and_pick_a_lexer():
+    from django.template import Context, Template
+
+    out = Template('{% load trace_tags %}{{ sql|highlight:"sql" }}|{{ data|highlight_json }}|'
+                   '{{ raw|highlight }}').render(Context({
+                       "sql": "SELECT 1", "data": {"a": "<b>"}, "raw": "<i>plain</i>"}))
+    assert '<span class="k">SELECT</span>' in out and "&lt;b&gt;" in out
+    assert "&lt;i&gt;plain&lt;/i&gt;" in out and "<b>" not in out
+
+
+# ---------------------------------------------------------------------------- permissions
+
+
+@pytest.mark.parametrize(("name", "args"), [
+    ("run", []), ("run_steps", []), ("step_payload", [6, "text"]), ("step_messages", [2]),
+    ("run_export", []), ("run_export_otlp", []),
+])
+def test_another_users_run_is_a_404_everywhere(client, user, other_user, staff, name, args):
+    theirs = make_run(other_user)
+    client.force_login(user)
+    assert client.get(reverse(name, args=[theirs.pk, *args])).status_code == 404
+    client.force_login(staff)
+    assert client.get(reverse(name, args=[theirs.pk, *args])).status_code == 200

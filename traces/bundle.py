@@ -1,0 +1,331 @@
+"""A run as one versioned JSON document: export, validate, import (schema: docs/BUNDLE.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from traces.models import ACTIVE_STATUSES, Run, Step
+from traces.schema import RUN_STATUSES, STEP_KINDS, STEP_STATUSES
+from traces.schema import Step as StepRecord
+
+BUNDLE_FORMAT = "agentlab.run-bundle"
+BUNDLE_VERSION = 1
+TOTAL_FIELDS = ("llm_calls", "tool_calls", "tokens_in", "tokens_out", "cost_usd", "wall_ms",
+                "format_errors", "reflections")
+# Snapshots hold key *variable names* (api_key_env); anything else named like a secret is dropped.
+_SECRET_NAME = re.compile(r"(api_?key|secret|password|passwd|authorization|access_token)$", re.I)
+
+_INT_MAX = 2**31 - 1  # PositiveIntegerField's range on every database
+_COUNT = {"type": "integer", "minimum": 0, "maximum": _INT_MAX}
+_WHEN = {"type": ["string", "null"]}
+_STEP_SCHEMA = {
+    "type": "object",
+    "required": ["seq", "kind", "started_at"],
+    "properties": {
+        "seq": {"type": "integer", "minimum": 1, "maximum": _INT_MAX},
+        "kind": {"enum": list(STEP_KINDS)},
+        "role": {"type": "string", "maxLength": 100},
+        "name": {"type": "string", "maxLength": 200},
+        "parent": {"type": ["integer", "null"]},
+        "input": {}, "output": {},
+        "text": {"type": "string"},
+        "status": {"enum": list(STEP_STATUSES)},
+        "started_at": {"type": "number"},
+        "duration_ms": {"type": ["number", "null"]},
+        "tokens_in": _COUNT, "tokens_out": _COUNT,
+        "cost_usd": {"type": "number"},
+        "meta": {"type": ["object", "null"]},
+    },
+    "additionalProperties": False,
+}
+SCHEMA = {
+    "type": "object",
+    "required": ["format", "version", "run", "steps"],
+    "properties": {
+        "format": {"const": BUNDLE_FORMAT},
+        "version": {"const": BUNDLE_VERSION},
+        "exported_at": _WHEN,
+        "run": {
+            "type": "object",
+            "required": ["agent_name", "paradigm", "agent_snapshot", "input", "status"],
+            "properties": {
+                "source_id": {"type": ["integer", "string", "null"]},
+                "parent_source_id": {"type": ["integer", "string", "null"]},
+                "fork_seq": {"type": ["integer", "null"]},
+                "agent_name": {"type": "string", "maxLength": 200},
+                "paradigm": {"type": "string", "maxLength": 50},
+                "agent_snapshot": {"type": "object"},
+                "input": {"type": "string"},
+                "history": {"type": "array"},
+                "status": {"enum": list(RUN_STATUSES)},
+                "final_answer": {"type": "string"},
+                "error": {"type": "string"},
+                "totals": {
+                    "type": "object",
+                    "properties": {
+                        **dict.fromkeys(TOTAL_FIELDS, _COUNT),
+                        "cost_usd": {"type": "number"},
+                        "wall_ms": {"type": ["number", "null"]},
+                    },
+                },
+                "created": _WHEN, "started_at": _WHEN, "finished_at": _WHEN,
+            },
+        },
+        "steps": {"type": "array", "items": _STEP_SCHEMA},
+    },
+}
+# The envelope is checked whole; the steps (thousands) one by one, and only those that fail a
+# quick exact-or-stricter check of the same rules go through jsonschema (for its message):
+# jsonschema alone takes seconds on a 25,000-step bundle.
+_ENVELOPE = Draft202012Validator(
+    {**SCHEMA, "properties": {**SCHEMA["properties"], "steps": {"type": "array"}}})
+_STEP_VALIDATOR = Draft202012Validator(_STEP_SCHEMA)
+_PY_TYPES: dict[str, type | tuple[type, ...]] = {
+    "integer": int, "number": (int, float), "string": str, "object": dict, "array": list,
+    "null": type(None),
+}
+
+
+class BundleError(ValueError):
+    """A file that is not a valid bundle: `message` says why, `where` names the place."""
+
+    def __init__(self, message: str, where: str = "") -> None:
+        super().__init__(f"{where}: {message}" if where else message)
+        self.message, self.where = message, where
+
+
+@dataclass
+class BundleData:
+    version: int
+    exported_at: str | None
+    run: dict[str, Any]
+    steps: list[StepRecord]
+
+
+# ---------------------------------------------------------------------------- export
+
+
+def export_bundle(run: Run) -> dict[str, Any]:
+    """The run and every step, as one JSON-ready document."""
+    steps = [row.to_record().to_dict() for row in run.steps.order_by("seq").iterator(2000)]
+    return {
+        "format": BUNDLE_FORMAT,
+        "version": BUNDLE_VERSION,
+        "exported_at": timezone.now().isoformat(),
+        "run": {
+            "source_id": run.pk,
+            "parent_source_id": run.parent_run_id,
+            "fork_seq": run.fork_seq,
+            "agent_name": run.agent_name,
+            "paradigm": run.paradigm,
+            "agent_snapshot": strip_secrets(run.agent_snapshot),
+            "input": run.input,
+            "history": run.history,
+            "status": run.status,
+            "final_answer": run.final_answer,
+            "error": run.error,
+            "totals": {k: getattr(run, k) for k in TOTAL_FIELDS},
+            "created": _iso(run.created),
+            "started_at": _iso(run.started_at),
+            "finished_at": _iso(run.finished_at),
+        },
+        "steps": steps,
+    }
+
+
+def strip_secrets(value: Any) -> Any:
+    """A copy without keys named like secrets (names ending in `_env` are variable names)."""
+    if isinstance(value, dict):
+        return {k: strip_secrets(v) for k, v in value.items()
+                if not (isinstance(k, str) and _SECRET_NAME.search(k))}
+    if isinstance(value, list):
+        return [strip_secrets(v) for v in value]
+    return value
+
+
+def _iso(when: datetime | None) -> str | None:
+    return when.isoformat() if when else None
+
+
+# ---------------------------------------------------------------------------- validation
+
+
+def parse_json(text: str | bytes) -> Any:
+    """JSON text -> data; broken JSON is a BundleError naming the line and column."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise BundleError(f"not valid JSON: {exc.msg}",
+                          f"line {exc.lineno}, column {exc.colno}") from None
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"not UTF-8 text: {exc.reason}", f"byte {exc.start}") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise BundleError(f"{name} is not a JSON number")
+
+
+def load_bundle(data: Any) -> BundleData:
+    """Check everything about a parsed bundle; the first problem is raised as a BundleError."""
+    if not isinstance(data, dict):
+        raise BundleError(f"a bundle must be a JSON object, got {_json_type(data)}")
+    if data.get("format") != BUNDLE_FORMAT:
+        raise BundleError(f"expected {BUNDLE_FORMAT!r}, got {data.get('format')!r}", "format")
+    version = data.get("version")
+    if version != BUNDLE_VERSION or isinstance(version, bool):
+        raise BundleError(f"unknown bundle version {version!r} (this installation reads "
+                          f"version {BUNDLE_VERSION})", "version")
+    error = next(iter(sorted(_ENVELOPE.iter_errors(data), key=_error_order)), None)
+    if error is not None:
+        raise _describe(error)
+    for i, item in enumerate(data["steps"]):
+        if not _quick_step_ok(item):
+            error = next(iter(sorted(_STEP_VALIDATOR.iter_errors(item), key=_error_order)), None)
+            if error is not None:
+                raise _describe(error, ["steps", i])
+    run = data["run"]
+    for key in ("created", "started_at", "finished_at"):
+        if run.get(key) is not None:
+            _parse_when(run[key], f"run.{key}")
+    return BundleData(version=version, exported_at=data.get("exported_at"), run=run,
+                      steps=_steps(data["steps"]))
+
+
+def _steps(items: list[dict[str, Any]]) -> list[StepRecord]:
+    steps: list[StepRecord] = []
+    first_at: dict[int, int] = {}
+    for i, item in enumerate(items):
+        try:
+            step = StepRecord.from_dict(item)
+        except (ValueError, TypeError) as exc:
+            raise BundleError(str(exc), f"steps[{i}]") from None
+        if step.seq in first_at:
+            first = first_at[step.seq]
+            raise BundleError(f"seq {step.seq} appears twice (first at steps[{first}])",
+                              f"steps[{i}].seq")
+        first_at[step.seq] = i
+        steps.append(step)
+    for i, step in enumerate(steps):
+        if step.parent is not None and step.parent not in first_at:
+            raise BundleError(f"no step has seq {step.parent}", f"steps[{i}].parent")
+    return steps
+
+
+def _quick_step_ok(item: Any) -> bool:
+    """True only if `item` certainly passes _STEP_SCHEMA (may say False for a valid step)."""
+    if type(item) is not dict or not all(k in item for k in _STEP_SCHEMA["required"]):
+        return False
+    rules = _STEP_SCHEMA["properties"]
+    return all(key in rules and _quick_value_ok(value, rules[key]) for key, value in item.items())
+
+
+def _quick_value_ok(value: Any, rule: dict[str, Any]) -> bool:
+    if "enum" in rule:
+        return type(value) is str and value in rule["enum"]
+    if "type" in rule:
+        types = [rule["type"]] if isinstance(rule["type"], str) else rule["type"]
+        if type(value) is bool or not any(isinstance(value, _PY_TYPES[t]) for t in types):
+            return False
+    if type(value) in (int, float) and not (rule.get("minimum", value) <= value
+                                             <= rule.get("maximum", value)):
+        return False
+    return not (type(value) is str and len(value) > rule.get("maxLength", len(value)))
+
+
+def _error_order(error: ValidationError) -> tuple[int, list[str]]:
+    # Report the earliest place: depth first, then position (indexes compare as numbers).
+    return (len(error.absolute_path), [f"{p:09d}" if isinstance(p, int) else p
+                                       for p in error.absolute_path])
+
+
+def _describe(error: ValidationError, prefix: list[Any] | None = None) -> BundleError:
+    where = _where([*(prefix or []), *error.absolute_path])
+    if error.validator == "required":
+        missing = next(p for p in error.validator_value if p not in error.instance)
+        return BundleError("missing", f"{where}.{missing}" if where else missing)
+    if error.validator == "type":
+        expected = error.validator_value
+        expected = " or ".join(expected) if isinstance(expected, list) else expected
+        return BundleError(f"expected {expected}, got {_json_type(error.instance)}", where)
+    if error.validator == "enum":
+        return BundleError(f"{error.instance!r} is not one of "
+                           f"{', '.join(map(str, error.validator_value))}", where)
+    if error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        return BundleError(f"unknown field(s): {', '.join(extra)}", where)
+    return BundleError(error.message, where)
+
+
+def _where(path: Any) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
+             float: "number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _parse_when(text: str, where: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise BundleError(f"{text!r} is not an ISO 8601 date-time", where) from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+# ---------------------------------------------------------------------------- import
+
+
+def import_bundle(data: Any, *, user: Any) -> Run:
+    """Validate the whole bundle first, then create the run and its steps in one transaction."""
+    if isinstance(data, str | bytes | bytearray):
+        data = parse_json(data)
+    bundle = load_bundle(data)
+    run, totals = bundle.run, bundle.run.get("totals", {})
+    snapshot = strip_secrets(run["agent_snapshot"])
+    snapshot["imported_from"] = {"source_id": run.get("source_id"),
+                                 "parent_source_id": run.get("parent_source_id"),
+                                 "fork_seq": run.get("fork_seq"),
+                                 "exported_at": bundle.exported_at}
+    status = run["status"]
+    when = {k: _parse_when(run[k], f"run.{k}") if run.get(k) else None
+            for k in ("started_at", "finished_at")}
+    error = run.get("error", "")
+    if status in ACTIVE_STATUSES:  # nothing executes it here: it stopped where it was exported
+        status = "interrupted"
+        error = error or "Imported while it was still running; resume it as a fork."
+    with transaction.atomic():
+        row = Run.objects.create(
+            user=user, agent=None, agent_name=run["agent_name"], paradigm=run["paradigm"],
+            agent_snapshot=snapshot, input=run["input"], history=run.get("history", []),
+            status=status, final_answer=run.get("final_answer", ""), error=error,
+            step_count=len(bundle.steps), **when,
+            **{k: totals[k] for k in TOTAL_FIELDS if k in totals},
+        )
+        Step.objects.bulk_create((row_from_record(row.pk, s) for s in bundle.steps),
+                                 batch_size=1000)
+    return row
+
+
+def row_from_record(run_id: int, step: StepRecord) -> Step:
+    """An unsaved Step row for a schema Step (the recorder's mapping, for bulk inserts)."""
+    return Step(
+        run_id=run_id, seq=step.seq, parent=step.parent, kind=step.kind, role=step.role,
+        name=step.name, status=step.status, input=step.input, output=step.output,
+        text=step.text, started_at=datetime.fromtimestamp(step.started_at, tz=UTC),
+        duration_ms=step.duration_ms, tokens_in=step.tokens_in, tokens_out=step.tokens_out,
+        cost_usd=step.cost_usd, meta=step.meta or {},
+    )

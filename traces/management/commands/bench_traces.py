@@ -1,0 +1,235 @@
+"""`manage.py bench_traces`: how fast the trace viewer is on big runs, as printed figures.
+
+It creates synthetic runs under a `bench` user in the current database, calls the pages through
+django.test.Client (server time only: no network, no browser) and deletes its runs at the end
+unless --keep.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.http import StreamingHttpResponse
+from django.test import Client
+from django.urls import reverse
+
+from traces.bundle import row_from_record
+from traces.diff import diff_steps
+from traces.models import Run, Step
+from traces.schema import Step as StepRecord
+
+PAGE_GOAL_S, PAGE_GOAL_STEPS = 1.0, 25_000
+DIFF_GOAL_MS, DIFF_GOAL_STEPS = 200.0, 1_000
+TOOLS = ("get_weather", "calculator", "sql_query", "search_docs", "read_file")
+WORDS = ("the", "agent", "looked", "up", "weather", "data", "and", "then", "computed", "a",
+         "total", "from", "table", "rows", "for", "Paris")
+
+
+def synthetic_steps(n: int, *, seed: int = 0) -> list[StepRecord]:
+    """A realistic mix: plans, llm calls with message lists, thoughts, tools with JSON, finals."""
+    rng, steps, t = random.Random(seed), [], 1_700_000_000.0
+    plan = None
+    while len(steps) < n - 1:
+        seq = len(steps) + 1
+        t += rng.uniform(0.05, 2.0)
+        turn = seq % 7
+        if turn == 1 and seq % 50 == 1:
+            plan = seq
+            steps.append(StepRecord(seq=seq, kind="plan", text=_words(rng, 30), started_at=t,
+                                    input={"steps": [_words(rng, 6) for _ in range(4)]}))
+        elif turn in (1, 4):
+            tool = rng.choice(TOOLS)
+            messages = [{"role": "system", "content": _words(rng, 60)},
+                        *({"role": rng.choice(["user", "assistant", "tool"]),
+                           "content": _words(rng, 40)} for _ in range(5))]
+            steps.append(StepRecord(
+                seq=seq, kind="llm", name="bench-model", parent=plan, started_at=t,
+                duration_ms=rng.uniform(200, 4000), tokens_in=rng.randint(300, 3000),
+                tokens_out=rng.randint(10, 300), cost_usd=rng.uniform(0, 0.01),
+                input={"messages": messages, "tools": None, "temperature": 0.2},
+                output={"text": "", "tool_calls": [{"id": f"call_{seq}", "name": tool,
+                                                    "arguments": {"q": _words(rng, 3)},
+                                                    "raw_arguments": "{}", "error": None}],
+                        "usage": {"prompt_tokens": 300, "completion_tokens": 20},
+                        "model": "bench-model", "latency_ms": 900.0},
+                text=_words(rng, 25)))
+        elif turn in (2, 5):
+            steps.append(StepRecord(seq=seq, kind="thought", parent=plan, started_at=t,
+                                    text=_words(rng, rng.randint(10, 60))))
+        elif turn == 6 and seq % 97 == 6:
+            steps.append(StepRecord(seq=seq, kind="error", status="error", parent=plan,
+                                    started_at=t, text="could not parse the reply: no Action"))
+        else:
+            tool = rng.choice(TOOLS)
+            big = seq % 40 == 3  # some observations are long (a table, a file)
+            body = _words(rng, 4000 if big else rng.randint(5, 80))
+            steps.append(StepRecord(
+                seq=seq, kind="tool", name=tool, parent=plan, started_at=t,
+                duration_ms=rng.uniform(1, 800), input={"q": _words(rng, 3), "limit": 10},
+                output={"tool": tool, "ok": True, "output": body, "observation": body[:2000]},
+                text=body[:2000]))
+    steps.append(StepRecord(seq=len(steps) + 1, kind="final", text=_words(rng, 20),
+                            started_at=t + 1))
+    return steps[:n]
+
+
+def perturbed(steps: list[StepRecord], *, seed: int = 1) -> list[StepRecord]:
+    """A copy with what a fork or a replay changes: edited arguments, text, inserted/lost steps."""
+    rng = random.Random(seed)
+    out = [StepRecord(**s.to_dict()) for s in steps]
+    for _ in range(max(1, len(out) // 100)):
+        i = rng.randrange(len(out))
+        step = out[i]
+        if step.kind == "tool":
+            step.input = {**step.input, "q": "changed"}
+        else:
+            step.text = f"{step.text} (changed)"
+    del out[rng.randrange(len(out)) // 2]
+    out.insert(len(out) // 3, StepRecord(kind="thought", text="an extra thought"))
+    return out
+
+
+def _words(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choices(WORDS, k=n))
+
+
+class Command(BaseCommand):
+    help = "Benchmark the run page, the runs list and the diff on synthetic runs; print figures."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--sizes", default="1000,10000,25000",
+                            help="Steps per generated run (comma-separated)")
+        parser.add_argument("--runs", type=int, default=10_000, help="Runs for the runs list")
+        parser.add_argument("--diff-sizes", default="1000,10000", help="Steps per diffed run")
+        parser.add_argument("--quick", action="store_true",
+                            help="Smaller: --sizes 1000 --runs 1000 --diff-sizes 1000")
+        parser.add_argument("--keep", action="store_true", help="Keep the generated runs")
+
+    def handle(self, *args: Any, sizes: str, runs: int, diff_sizes: str, quick: bool,
+               keep: bool, **options: Any) -> None:
+        if quick:
+            sizes, runs, diff_sizes = "1000", 1000, "1000"
+        try:
+            page_sizes = [int(s) for s in sizes.split(",") if s]
+            diffs = [int(s) for s in diff_sizes.split(",") if s]
+        except ValueError:
+            raise CommandError("--sizes and --diff-sizes take integers, e.g. 1000,10000") from None
+        users = get_user_model().objects
+        user, created_user = users.get_or_create(username="bench", defaults={"is_active": True})
+        made: list[int] = []
+        try:
+            pages = [self._page(user, n, made) for n in page_sizes]
+            listing = self._listing(user, runs, made)
+            diff_ms = [(n, *self._diff(n)) for n in diffs]
+        finally:
+            if not keep:
+                self.stdout.write(f"deleting {len(made):,} generated runs…")
+                for start in range(0, len(made), 500):
+                    Run.objects.filter(pk__in=made[start:start + 500]).delete()
+                if created_user:
+                    user.delete()
+        self._report(pages, listing, diff_ms)
+
+    # ------------------------------------------------------------------ measures
+
+    def _page(self, user: Any, n: int, made: list[int]) -> tuple[int, float, float, int]:
+        self.stdout.write(f"generating a run of {n:,} steps…")
+        run = Run.objects.create(user=user, agent_name="bench", paradigm="react",
+                                 input=f"bench question ({n} steps)", status="succeeded",
+                                 final_answer="bench answer", step_count=n,
+                                 started_at=datetime.now(tz=UTC), finished_at=datetime.now(tz=UTC))
+        made.append(run.pk)
+        rows = (row_from_record(run.pk, s) for s in synthetic_steps(n))
+        Step.objects.bulk_create(rows, batch_size=2000)
+        self._get(user, reverse("run", args=[run.pk]))  # warm-up: templates, caches
+        first, full, size = self._get(user, reverse("run", args=[run.pk]))
+        self.stdout.write(f"  run page: first byte {first * 1000:.0f} ms, {size:,} bytes")
+        return n, first, full, size
+
+    def _listing(self, user: Any, n: int, made: list[int]) -> tuple[int, float, int]:
+        self.stdout.write(f"generating {n:,} runs for the runs list…")
+        now = datetime.now(tz=UTC)
+        for start in range(0, n, 2000):
+            batch = [Run(user=user, agent_name=f"bench {i % 7}", paradigm="react",
+                         input=f"bench question {i}", status="succeeded", final_answer="42",
+                         llm_calls=i % 9, tool_calls=i % 5, tokens_in=i, step_count=0,
+                         started_at=now, finished_at=now)
+                     for i in range(start, min(n, start + 2000))]
+            made += [r.pk for r in Run.objects.bulk_create(batch)]
+            self.stdout.write(f"  {min(n, start + 2000):,} / {n:,}")
+        self._get(user, reverse("runs"))
+        _first, full, size = self._get(user, reverse("runs"))
+        return n, full, size
+
+    def _diff(self, n: int) -> tuple[float, int]:
+        a = synthetic_steps(n)
+        b = perturbed(a)
+        best = float("inf")
+        for _ in range(3 if n <= 2000 else 1):
+            started = time.perf_counter()
+            result = diff_steps(a, b)
+            best = min(best, (time.perf_counter() - started) * 1000)
+        self.stdout.write(f"diff {n:,} vs {len(b):,} steps: {best:.0f} ms")
+        return best, len(result.rows)
+
+    def _get(self, user: Any, url: str) -> tuple[float, float, int]:
+        """(seconds to the first byte, seconds to the last, bytes) of one GET, server side."""
+        client = Client(SERVER_NAME=_host(), raise_request_exception=False)
+        client.force_login(user)
+        started = time.perf_counter()
+        response = client.get(url)
+        if response.status_code != 200:
+            raise CommandError(f"GET {url} answered {response.status_code}; see the server log")
+        if isinstance(response, StreamingHttpResponse):
+            chunks = iter(response.streaming_content)
+            head = next(chunks, b"")
+            first = time.perf_counter() - started
+            size = len(head) + sum(len(c) for c in chunks)
+        else:
+            first, size = time.perf_counter() - started, len(response.content)
+        return first, time.perf_counter() - started, size
+
+    # ------------------------------------------------------------------ report
+
+    def _report(self, pages: list[tuple[int, float, float, int]], listing: tuple[int, float, int],
+                diffs: list[tuple[int, float, int]]) -> None:
+        out = self.stdout.write
+        out("\nRun page (GET /runs/<id>/)")
+        out(f"  {'steps':>8}  {'first byte':>11}  {'full':>9}  {'size':>11}")
+        for n, first, full, size in pages:
+            out(f"  {n:>8,}  {first * 1000:>8.0f} ms  {full * 1000:>6.0f} ms  {_kb(size):>11}")
+        n, full, size = listing
+        out(f"Runs list (GET /runs/) with {n:,} runs: {full * 1000:.0f} ms, {_kb(size)}")
+        for n, ms, rows in diffs:
+            out(f"Diff {n:,} vs {n:,} steps: {ms:.0f} ms ({rows:,} rows)")
+        out("Goals")
+        page = next((p for p in pages if p[0] == PAGE_GOAL_STEPS), None)
+        out(_goal(f"{PAGE_GOAL_STEPS:,}-step page first byte < {PAGE_GOAL_S:g} s",
+                  page and f"{page[1]:.2f} s", page is not None and page[1] < PAGE_GOAL_S))
+        diff = next((d for d in diffs if d[0] == DIFF_GOAL_STEPS), None)
+        out(_goal(f"diff {DIFF_GOAL_STEPS:,} vs {DIFF_GOAL_STEPS:,} < {DIFF_GOAL_MS:g} ms",
+                  diff and f"{diff[1]:.0f} ms", diff is not None and diff[1] < DIFF_GOAL_MS))
+
+
+def _host() -> str:
+    """A host name the site accepts (the test client's default, testserver, may not be)."""
+    for host in settings.ALLOWED_HOSTS:
+        if host != "*":
+            return host.lstrip(".")
+    return "localhost"
+
+
+def _goal(label: str, figure: str | None, met: bool) -> str:
+    if figure is None:
+        return f"  {label}: not measured (size not in this run)"
+    return f"  {label}: {figure} — {'met' if met else 'NOT met'}"
+
+
+def _kb(size: int) -> str:
+    return f"{size / 1024:,.1f} KB" if size < 1024 * 1024 else f"{size / 1024 / 1024:,.1f} MB"

@@ -1,0 +1,37 @@
+"""`manage.py import_run FILE --user USERNAME`: a bundle becomes a new run (all or nothing)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.urls import reverse
+
+from traces.bundle import BundleError, import_bundle
+
+
+class Command(BaseCommand):
+    help = "Import a run bundle written by export_run; a file that is not a valid bundle is " \
+           "refused with the reason and the place, and nothing is imported."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("file", help="Bundle file ('-' for standard input)")
+        parser.add_argument("--user", required=True, help="Owner of the imported run")
+
+    def handle(self, *args: Any, file: str, user: str, **options: Any) -> None:
+        owner = get_user_model().objects.filter(username=user).first()
+        if owner is None:
+            raise CommandError(f"there is no user {user!r}")
+        try:
+            data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+        except OSError as exc:
+            raise CommandError(f"cannot read {file}: {exc.strerror}") from None
+        try:
+            run = import_bundle(data, user=owner)
+        except BundleError as exc:
+            raise CommandError(f"{file} is not a valid run bundle: {exc}") from None
+        self.stdout.write(f"Imported run {run.pk} ({run.step_count} steps): "
+                          f"{reverse('run', args=[run.pk])}")

@@ -1,0 +1,247 @@
+"""What a step looks like on the page: display data from plain values (no queries here).
+
+The views load a page of steps as dicts (big payloads left in the database, only their sizes
+read); `step_view` turns each into a `StepView` the templates show as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from traces import highlight as hl
+
+PAYLOAD_LIMIT = 2048  # characters shown inline; bigger payloads are fetched when opened
+TEXT_LABELS = {
+    "llm": "Reply", "tool": "Observation", "thought": "Thought", "plan": "Plan",
+    "reflection": "Reflection", "evaluation": "Evaluation", "node": "Node", "message": "Message",
+    "final": "Answer", "error": "Error", "user": "User", "approval": "Decision",
+}
+INPUT_LABELS = {"llm": "Request", "tool": "Arguments", "approval": "Arguments"}
+OUTPUT_LABELS = {"llm": "Response", "tool": "Raw output"}
+# Payloads folded even when small: what they hold is already shown in a friendlier form.
+FOLDED = {("llm", "input"), ("llm", "output"), ("tool", "output"), ("approval", "output")}
+FOLDED_INLINE = 400  # folded payloads up to this size come with the page; bigger ones on demand
+FACT_SKIP = {"traceback"}
+
+
+@dataclass
+class Payload:
+    field: str  # input | output | text
+    label: str
+    size: int
+    html: SafeString | None  # None: too big, fetched on demand
+    open: bool = False
+
+
+@dataclass
+class ToolCallView:
+    name: str
+    arguments: SafeString
+    error: str | None = None
+
+
+@dataclass
+class StepView:
+    seq: int
+    parent: int | None
+    kind: str
+    role: str
+    name: str
+    status: str
+    offset_ms: float | None
+    duration_ms: float | None
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+    depth: int = 0
+    text_label: str = ""
+    text: str | None = None  # None: too long, fetched on demand
+    text_size: int = 0
+    text_html: SafeString | None = None  # highlighted when the text is JSON, SQL or a diff
+    payloads: list[Payload] = field(default_factory=list)
+    tool_calls: list[ToolCallView] = field(default_factory=list)
+    code: list[tuple[str, SafeString]] = field(default_factory=list)
+    facts: list[tuple[str, str]] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    traceback: str = ""
+
+    @property
+    def is_llm(self) -> bool:
+        return self.kind == "llm"
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == "" or value == {} or value == []
+
+
+def _epoch(value: datetime | float | None) -> float | None:
+    if value is None:
+        return None
+    return value.timestamp() if isinstance(value, datetime) else float(value)
+
+
+def step_view(row: dict[str, Any], *, run_start: datetime | float | None = None,
+              depth: int = 0) -> StepView:
+    """A StepView from a dict of step fields. `input`/`output`/`text` may be missing (too big to
+    load): then `<field>_size` says how big and the page fetches it when opened."""
+    kind = row["kind"]
+    started, start = _epoch(row.get("started_at")), _epoch(run_start)
+    view = StepView(
+        seq=row["seq"], parent=row.get("parent"), kind=kind, role=row.get("role") or "",
+        name=row.get("name") or "", status=row.get("status") or "ok",
+        offset_ms=(started - start) * 1000 if started is not None and start is not None else None,
+        duration_ms=row.get("duration_ms"), tokens_in=row.get("tokens_in") or 0,
+        tokens_out=row.get("tokens_out") or 0, cost_usd=row.get("cost_usd") or 0.0,
+        depth=depth, text_label=TEXT_LABELS.get(kind, kind.title()),
+    )
+    _set_text(view, row)
+    for name in ("input", "output"):
+        if payload := _payload(kind, name, row):
+            view.payloads.append(payload)
+    if kind in ("tool", "approval") and isinstance(row.get("input"), dict):
+        view.code = hl.code_blocks(row["input"])
+    calls = row.get("tool_calls")
+    if calls is None and isinstance(row.get("output"), dict):
+        calls = row["output"].get("tool_calls")
+    if kind == "llm" and isinstance(calls, list):
+        view.tool_calls = [_tool_call(c) for c in calls if isinstance(c, dict)]
+    meta = view.meta = row.get("meta") or {}
+    view.facts = [(str(k), _fact(v)) for k, v in meta.items()
+                  if k not in FACT_SKIP and not isinstance(v, dict | list) and v is not None]
+    view.traceback = str(meta.get("traceback") or "")
+    return view
+
+
+def _set_text(view: StepView, row: dict[str, Any]) -> None:
+    view.text_size = row.get("text_size", len(row.get("text") or ""))
+    if "text" not in row:
+        return  # too long: fetched on demand
+    view.text = row["text"] or ""
+    if view.text and (lexer := hl.guess_lexer(view.text)) != "text":
+        view.text_html = hl.highlight(view.text, lexer)
+
+
+def _payload(kind: str, name: str, row: dict[str, Any]) -> Payload | None:
+    label = (INPUT_LABELS if name == "input" else OUTPUT_LABELS).get(kind, name.title())
+    folded = (kind, name) in FOLDED
+    if name not in row:
+        return Payload(name, label, row.get(f"{name}_size", 0), None)
+    value = row[name]
+    if _empty(value) or (name == "output" and value == row.get("text")):
+        return None  # nothing to show, or the text already shows it (a final answer)
+    if isinstance(value, str):
+        size = len(value)
+    else:
+        size = row.get(f"{name}_size") or len(hl.to_json(value))
+    if folded and size > FOLDED_INLINE:
+        return Payload(name, label, size, None)  # shown elsewhere: fetched only when opened
+    return Payload(name, label, size, hl.highlight_value(value), open=not folded)
+
+
+def _tool_call(call: dict[str, Any]) -> ToolCallView:
+    args = call.get("arguments")
+    html = hl.highlight_value(args) if args is not None else hl.plain(
+        str(call.get("raw_arguments") or ""))
+    return ToolCallView(name=str(call.get("name") or "?"), arguments=html,
+                        error=call.get("error"))
+
+
+def _fact(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    text = str(value)
+    return text if len(text) <= 120 else text[:117] + "…"
+
+
+# ------------------------------------------------------------------ timeline
+
+@dataclass
+class Bar:
+    seq: int
+    kind: str
+    left: float  # percent of the run's span
+    width: float
+    duration_ms: float
+    lane: int = 0
+
+
+def timeline(rows: list[tuple[int, str, Any, float | None]], *, start: Any = None,
+             end: Any = None) -> list[Bar]:
+    """Waterfall bars from (seq, kind, started_at, duration_ms), positioned in percent of the
+    span from the first start to the last end (or the given start/end)."""
+    if not rows:
+        return []
+    starts = [_epoch(r[2]) or 0.0 for r in rows]
+    t0 = _epoch(start) if start is not None else min(starts)
+    t1 = _epoch(end) if end is not None else max(
+        s + (r[3] or 0) / 1000 for s, r in zip(starts, rows, strict=True))
+    span = max(t1 - t0, 1e-3)
+    bars = []
+    for s, (seq, kind, _started, duration) in zip(starts, rows, strict=True):
+        left = min(max((s - t0) / span * 100, 0.0), 100.0)
+        width = min(max((duration or 0) / 1000 / span * 100, 0.25), 100.0 - left)
+        bars.append(Bar(seq, kind, round(left, 3), round(max(width, 0.25), 3), duration or 0))
+    return bars
+
+
+def lanes(bars: list[Bar], *, per_step_max: int = 80) -> list[str]:
+    """Give each bar a lane (in place): its own row for small runs, one row per kind for big ones.
+    Returns the lane labels."""
+    if len(bars) <= per_step_max:
+        for index, bar in enumerate(bars):
+            bar.lane = index
+        return [f"#{bar.seq}" for bar in bars]
+    kinds = sorted({bar.kind for bar in bars}, key=lambda k: TEXT_LABELS_ORDER.get(k, 99))
+    for bar in bars:
+        bar.lane = kinds.index(bar.kind)
+    return kinds
+
+
+TEXT_LABELS_ORDER = {kind: i for i, kind in enumerate(TEXT_LABELS)}
+
+
+# ------------------------------------------------------------------ formatting and diffs
+
+def format_size(chars: int) -> str:
+    if chars < 1024:
+        return f"{chars} B"
+    if chars < 1024 * 1024:
+        return f"{chars / 1024:.1f} KB"
+    return f"{chars / 1024 / 1024:.1f} MB"
+
+
+def format_duration(ms: float | None) -> str:
+    if ms is None:
+        return "—"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.2f} s"
+    minutes, seconds = divmod(ms / 1000, 60)
+    return f"{minutes:.0f} min {seconds:.0f} s"
+
+
+def format_cost(usd: float | None) -> str:
+    if not usd:
+        return "$0"
+    return f"${usd:.4f}" if usd >= 0.01 else f"${usd:.2g}"
+
+
+def chunks_html(chunks: list[tuple[str, str]], side: str) -> SafeString:
+    """One side of a word diff: the left keeps deletions (<del>), the right insertions (<ins>);
+    every chunk is escaped."""
+    drop, mark, tag = ("insert", "delete", "del") if side == "left" else ("delete", "insert",
+                                                                            "ins")
+    parts = []
+    for kind, text in chunks:
+        if kind == drop:
+            continue
+        parts.append(f"<{tag}>{escape(text)}</{tag}>" if kind == mark else str(escape(text)))
+    return mark_safe("".join(parts))  # noqa: S308 (escaped above)

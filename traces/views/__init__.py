@@ -1,0 +1,11 @@
+"""The trace viewer's views: runs list, one run, diff, export and import (one module each)."""
+
+from __future__ import annotations
+
+from traces.views.compare import run_diff
+from traces.views.export import run_export, run_export_otlp
+from traces.views.run import run_detail, run_steps, step_messages, step_payload
+from traces.views.runs import run_import, run_list
+
+__all__ = ["run_detail", "run_diff", "run_export", "run_export_otlp", "run_import", "run_list",
+           "run_steps", "step_messages", "step_payload"]

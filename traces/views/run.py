@@ -1,0 +1,121 @@
+"""One run: header, timeline, steps (paged), payloads and messages on demand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+
+from traces import highlight as hl
+from traces import render as display
+from traces.models import Run, Step
+from traces.views import steps as loader
+
+PAYLOAD_FIELDS = ("input", "output", "text")
+
+
+def visible_run(request: HttpRequest, pk: int) -> Run:
+    # Another user's run is a 404, not a 403: its existence is not disclosed.
+    return get_object_or_404(Run.objects.visible_to(request.user).defer("history"), pk=pk)
+
+
+def visible_step(request: HttpRequest, pk: int, seq: int) -> Step:
+    run = visible_run(request, pk)
+    return get_object_or_404(Step, run=run, seq=seq)
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = visible_run(request, pk)
+    last = loader.last_seq(run)
+    current = _int(request.GET.get("step"))
+    current = min(max(current, 1), last) if current is not None and last else None
+    # A link to step N shows steps up to N at once; beyond MAX_PAGE the page's script loads on.
+    limit = loader.PAGE_SIZE if not current else min(max(loader.PAGE_SIZE, current + 20),
+                                                     loader.MAX_PAGE)
+    views = loader.step_views(run, limit=limit)
+    bars, shown = loader.timeline(run, last)
+    lane_labels = display.lanes(bars)
+    visible = Run.objects.visible_to(request.user)
+    context = {
+        "run": run, "steps": views, "last_seq": last, "current": current,
+        "next_after": _next_after(views, last),
+        "profiles": _profiles(run.agent_snapshot),
+        "bars": bars, "bars_shown": shown, "lane_labels": lane_labels,
+        "lanes_height": max(len(lane_labels), 1) * 14 + 4,
+        "by_kind": len(bars) > 0 and not lane_labels[0].startswith("#"),
+        "legend": sorted({bar.kind for bar in bars}),
+        "parent": visible.filter(pk=run.parent_run_id).only("pk", "input").first()
+        if run.parent_run_id else None,
+        "forks": list(visible.filter(parent_run=run).only("pk", "fork_seq", "status")
+                      .order_by("pk")[:20]),
+    }
+    return render(request, "traces/run_detail.html", context)
+
+
+def _next_after(views: list[display.StepView], last: int) -> int | None:
+    return views[-1].seq if views and views[-1].seq < last else None
+
+
+def _profiles(snapshot: dict[str, Any]) -> list[dict[str, str]]:
+    profiles = snapshot.get("profiles") if isinstance(snapshot, dict) else None
+    if not isinstance(profiles, dict):
+        return []
+    return [{"role": role, "name": str(p.get("name", "")), "model": str(p.get("model", "")),
+             "base_url": str(p.get("base_url") or "embedded")}
+            for role, p in profiles.items() if isinstance(p, dict)]
+
+
+def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
+    """The next page of steps (htmx "load more"), or up to `upto` for the replay."""
+    run = visible_run(request, pk)
+    after = _int(request.GET.get("after")) or 0
+    upto = _int(request.GET.get("upto"))
+    limit = loader.PAGE_SIZE
+    if upto and upto > after:
+        limit = min(max(limit, upto - after + 20), loader.MAX_PAGE)
+    views = loader.step_views(run, after=after, limit=limit)
+    context = {"run": run, "steps": views, "next_after": _next_after(views, loader.last_seq(run))}
+    return render(request, "traces/step_list.html#steps", context)
+
+
+def step_payload(request: HttpRequest, pk: int, seq: int, field: str) -> HttpResponse:
+    """One step's full input, output or text, highlighted (opened from a collapsed payload)."""
+    if field not in PAYLOAD_FIELDS:
+        raise Http404("no such payload")
+    step = get_object_or_404(Step.objects.only("pk", field), run=visible_run(request, pk),
+                             seq=seq)
+    value = getattr(step, field)
+    html = hl.highlight_value(value) if value not in (None, "") else hl.plain("(empty)")
+    return HttpResponse(html)
+
+
+def step_messages(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
+    """The conversation an `llm` step sent: its request's messages, as the model saw them."""
+    step = get_object_or_404(Step.objects.only("pk", "kind", "input"),
+                             run=visible_run(request, pk), seq=seq, kind="llm")
+    request_data = step.input if isinstance(step.input, dict) else {}
+    messages = [_message(m) for m in request_data.get("messages") or [] if isinstance(m, dict)]
+    tools = [t.get("function", t).get("name", "?") for t in request_data.get("tools") or []
+             if isinstance(t, dict)]
+    params = {k: v for k, v in request_data.items()
+              if k not in ("messages", "tools") and v not in (None, "", [], {})}
+    return render(request, "traces/_messages.html",
+                  {"messages": messages, "tools": tools, "params": params, "seq": seq})
+
+
+def _message(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    if isinstance(content, list):  # content parts: show the text ones as text
+        content = "\n".join(str(p.get("text", p)) if isinstance(p, dict) else str(p)
+                            for p in content)
+    extra = {k: v for k, v in message.items() if k not in ("role", "content")}
+    return {"role": str(message.get("role", "?")), "content": "" if content is None
+            else str(content), "extra": hl.highlight_value(extra) if extra else None}
