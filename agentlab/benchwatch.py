@@ -1,9 +1,10 @@
 """The browsers of `manage.py bench_live`: one WebSocket per run, a clock on every step frame.
 
-Latency of a step frame = its arrival here minus the moment the server recorded it. When the
-frame carries `sent_at` (stamped by the recorder after the row is written) that is the clock;
-otherwise the step's own end (started_at + duration_ms), which also counts the step's database
-write and so is an upper bound. Both are time.time() on the same machine.
+Latency of a step frame = its arrival here minus the moment the runtime handed the step to the
+recorder (`recorded_at`): it counts the row's write, the publish through the channel layer and
+the render. `sent_at` (stamped once the row is written) splits that in two. A frame with
+neither (an older server) falls back to the step's own end (started_at + duration_ms). All are
+time.time() on the same machine.
 
 It runs as its own process (python -m agentlab.benchwatch SPEC_JSON), free of Django: daphne
 pins txaio to Twisted in a Django process, and the clocks should not share a GIL with the
@@ -22,12 +23,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FINISHED = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
-CLOCK_SENT = "sent_at (recorded → arrival)"
+CLOCK_RECORDED = "recorded_at (handed to the recorder → arrival)"
+CLOCK_SENT = "sent_at (committed → arrival)"
 CLOCK_END = "step end (upper bound: includes the step's DB write)"
 
 
 def latency_ms(frame: dict[str, Any], arrived: float) -> tuple[float, str]:
     """How long a step frame took to arrive, and by which clock."""
+    if isinstance(frame.get("recorded_at"), int | float):
+        return (arrived - frame["recorded_at"]) * 1000, CLOCK_RECORDED
     if isinstance(frame.get("sent_at"), int | float):
         return (arrived - frame["sent_at"]) * 1000, CLOCK_SENT
     step = frame.get("step") or {}
@@ -49,6 +53,7 @@ class Probe:
 
     run_id: int
     latencies_ms: list[float] = field(default_factory=list)
+    committed_ms: list[float] = field(default_factory=list)  # commit -> arrival
     clock: str = ""
     totals: dict[str, Any] = field(default_factory=dict)
     status: str = ""
@@ -64,6 +69,8 @@ class Probe:
         if kind == "step" and self.synced.done():
             ms, self.clock = latency_ms(frame, arrived)
             self.latencies_ms.append(ms)
+            if self.clock == CLOCK_RECORDED and isinstance(frame.get("sent_at"), int | float):
+                self.committed_ms.append((arrived - frame["sent_at"]) * 1000)
         elif kind == "synced" and not self.synced.done():
             self.synced.set_result(True)
         elif kind == "final" and not self.done.done():
@@ -110,6 +117,10 @@ class LevelResult:
     overhead_ms_per_step: float
     failed: int
     first_error: str = ""
+    committed_ms: list[float] = field(default_factory=list)  # commit -> arrival, per frame
+    # Time inside model.chat per LLM call: the instant server answers in well under 1 ms, so
+    # this is mostly the openai SDK's own CPU (and the loop's queue), counted as model time.
+    model_ms_per_call: float = 0.0
 
     @property
     def steps_per_s(self) -> float:
@@ -120,9 +131,13 @@ class LevelResult:
         return {"p50": percentile(v, 50), "p95": percentile(v, 95), "p99": percentile(v, 99),
                 "max": max(v, default=0.0)}
 
+    def committed(self) -> dict[str, float]:
+        v = self.committed_ms
+        return {"p50": percentile(v, 50), "p95": percentile(v, 95)}
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LevelResult:
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
     def as_dict(self) -> dict[str, Any]:
         """The fields (raw latencies included) plus the derived figures."""
@@ -154,10 +169,12 @@ async def run_level(port: int, cookie: str, run_ids: list[int], timeout: float) 
     finally:
         for proto in sockets:
             proto.sendClose()
-    own = 0.0
+    own = model = 0.0
     for p in probes:
         t = p.totals
         own += (t.get("wall_ms") or 0) - (t.get("model_ms") or 0) - (t.get("tool_ms") or 0)
+        model += t.get("model_ms") or 0
+    calls = sum(p.totals.get("llm_calls") or 0 for p in probes)
     # An llm step arrives twice (running, then done): overhead and rate are per recorded step.
     rows = sum(_step_rows(p) for p in probes)
     latencies = [ms for p in probes for ms in p.latencies_ms]
@@ -167,6 +184,8 @@ async def run_level(port: int, cookie: str, run_ids: list[int], timeout: float) 
         overhead_ms_per_step=own / rows if rows else 0.0,
         failed=sum(p.status != "succeeded" for p in probes),
         first_error=next((e for p in probes for e in p.errors), ""),
+        committed_ms=[ms for p in probes for ms in p.committed_ms],
+        model_ms_per_call=model / calls if calls else 0.0,
     )
 
 

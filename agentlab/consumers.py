@@ -7,6 +7,7 @@ relays a group message. Runs are asyncio tasks owned by `runner.py`; nothing her
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -21,6 +22,7 @@ from traces.recorder import FINISHED_STATUSES, group_name
 REFUSED = 4403  # anonymous, another user's, or missing: all look the same
 CONTROL_ACTIONS = ("pause", "resume", "step", "cancel", "edit", "approve", "deny")
 CLIP = 300  # characters of a bad frame echoed back
+RUN_EVENTS = ("run.step", "run.token", "run.status", "run.approval")  # the group's messages
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
@@ -132,14 +134,25 @@ class RunConsumer(LiveConsumer):
 
     # ------------------------------------------------------------------ group -> browser
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # The run's group messages touch no database, so they skip Channels' per-message
+        # close_old_connections(): a trip through the one thread-sensitive executor thread that
+        # every consumer in the process shares, which under load was most of a step's latency.
+        kind = message["type"]
+        if kind in RUN_EVENTS:
+            await getattr(self, kind.replace(".", "_"))(message)
+        else:
+            await super().dispatch(message)
+
     async def run_step(self, event: dict[str, Any]) -> None:
         if not self.synced:
             return  # the coming sync reads it from the database
         # A seq already sent is re-sent as an update: the browser replaces it by seq.
         self.sent_max = max(self.sent_max, event["seq"])
-        frame = self.renderer.frame(event["step"])
-        if "sent_at" in event:
-            frame["sent_at"] = event["sent_at"]
+        frame = live_frame(self.renderer, self.run_id, event)
+        for clock in ("recorded_at", "sent_at"):  # for latency figures (bench_live)
+            if clock in event:
+                frame[clock] = event[clock]
         await self.send_json(frame)
 
     async def run_token(self, event: dict[str, Any]) -> None:
@@ -183,6 +196,29 @@ class ChatConsumer(LiveConsumer):
         live.start(turn.run)
         await self.send_json({"type": "turn", "run": turn.run_id, "position": turn.position,
                               "html": await turns.turn_html(turn)})
+
+
+# (run, seq, version, run start, depth) -> the step's partial: rendered once per process for
+# every socket watching the run (a compare page, several tabs), not once per socket.
+_RENDERED: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+RENDER_CACHE_SIZE = 512
+
+
+def live_frame(renderer: StepRenderer, run_id: int, event: dict[str, Any]) -> dict[str, Any]:
+    """The "step" frame of a published step, its HTML from the cache when another socket of
+    this process already rendered the same version with the same run start and depth."""
+    step, version = event["step"], event.get("version")
+    if version is None:
+        return renderer.frame(step)
+    renderer.parents[step["seq"]] = step.get("parent")
+    key = (run_id, step["seq"], version, renderer.run_start, renderer.depth(step["seq"]))
+    html = _RENDERED.get(key)
+    if html is None:
+        html = _RENDERED[key] = renderer.html(step)
+        if len(_RENDERED) > RENDER_CACHE_SIZE:
+            _RENDERED.popitem(last=False)
+    return {"type": "step", "seq": step["seq"], "parent": step.get("parent"),
+            "kind": step["kind"], "status": step["status"], "html": html, "step": step}
 
 
 def _approval(event: dict[str, Any]) -> dict[str, Any]:

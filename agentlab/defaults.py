@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db import transaction
 
+from agentlab.evals.demo import demo_defaults
 from agentlab.models import Agent, ModelProfile, Tool
 from agentlab.paradigms.base import get_paradigm
 from agentlab.tool_rows import sync_tools
@@ -16,7 +17,8 @@ EMBEDDED_PROFILE = "Local SmolLM2"
 # Read-only demo tools every default agent gets (writers need approval; add them per agent).
 DEMO_TOOLS = [
     "calculator", "current_time", "get_weather", "get_air_quality", "search",
-    "list_tables", "describe_table", "sql_query", "query_order",
+    "list_tables", "describe_table", "sql_query", "query_order", "check_security",
+    "check_performance",
 ]
 
 REACT_DEMO = "What is the weather in Paris right now, and is the air quality good?"
@@ -91,4 +93,5 @@ def load_defaults() -> list[str]:
             agent.save()
             agent.tools.set(tools)
             created.append(f"agent '{spec.name}'")
+    created += demo_defaults()
     return created

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from agentlab.benchutil import _reply, tool_calls_for
-from agentlab.benchwatch import CLOCK_END, CLOCK_SENT, latency_ms, percentile
+from agentlab.benchwatch import CLOCK_END, CLOCK_RECORDED, CLOCK_SENT, latency_ms, percentile
 
 
 def test_a_tiny_bench_prints_the_table_and_the_goals(tmp_path, capsys):
@@ -21,6 +21,7 @@ def test_a_tiny_bench_prints_the_table_and_the_goals(tmp_path, capsys):
     assert "p95 ms" in out and "overhead ms/step" in out
     assert "goal p95 < 50 ms at 20 runs: not measured" in out
     assert "goal overhead < 2 ms/step (at 1 run(s)):" in out
+    assert "committed → arrival p50" in out and "ms per LLM call" in out
     levels = json.loads(out_file.read_text())
     assert [lv["runs"] for lv in levels] == [1, 2]
     for lv in levels:
@@ -28,7 +29,9 @@ def test_a_tiny_bench_prints_the_table_and_the_goals(tmp_path, capsys):
         # llm, tool, llm, final per run; an llm step arrives twice (running, then done).
         assert lv["steps"] == 4 * lv["runs"]
         assert lv["frames"] >= lv["steps"]
-        assert lv["clock"] in {CLOCK_SENT, CLOCK_END}
+        assert lv["clock"] == CLOCK_RECORDED  # from the runtime's hand-over, queue included
+        assert len(lv["committed_ms"]) == lv["frames"]
+        assert lv["model_ms_per_call"] > 0
         assert 0 <= lv["latency"]["p50"] <= lv["latency"]["p95"] <= lv["latency"]["max"] < 5000
         assert lv["steps_per_s"] > 0 and lv["overhead_ms_per_step"] >= 0
 
@@ -42,6 +45,8 @@ def test_bad_numbers_are_refused_before_anything_starts():
 
 def test_latency_uses_the_recorders_stamp_when_the_frame_has_one():
     step = {"started_at": 100.0, "duration_ms": 500.0}
+    assert latency_ms({"step": step, "recorded_at": 100.5, "sent_at": 100.9}, 101.0) == (
+        pytest.approx((500.0, CLOCK_RECORDED)))
     assert latency_ms({"step": step, "sent_at": 100.9}, 101.0) == pytest.approx(
         (100.0, CLOCK_SENT))
     assert latency_ms({"step": step}, 101.0) == pytest.approx((500.0, CLOCK_END))

@@ -143,8 +143,10 @@ def test_date_filters_and_a_user_filter_only_for_staff(client, user, staff, thre
     Run.objects.filter(pk=paris.pk).update(created=T0 - timedelta(days=10))
     client.force_login(user)
     day = (T0 - timedelta(days=10)).date().isoformat()
+    assert row_ids(client.get(reverse("runs"), {"to": day})) == [paris.pk]  # the whole day
+    assert paris.pk not in row_ids(client.get(reverse("runs"), {"from": T0.date()}))
+    # Older links' names still work.
     assert row_ids(client.get(reverse("runs"), {"date_to": day})) == [paris.pk]
-    assert paris.pk not in row_ids(client.get(reverse("runs"), {"date_from": T0.date()}))
     # A non-staff user's "user" parameter is ignored: still only their own runs.
     assert set(row_ids(client.get(reverse("runs"), {"user": "bob"}))) == {paris.pk, math.pk}
     client.force_login(staff)
@@ -193,6 +195,125 @@ def test_the_list_stays_a_few_queries_however_many_runs(client, user,
     client.force_login(user)
     with django_assert_max_num_queries(10):
         assert len(row_ids(client.get(reverse("runs"), {"q": "q1"}))) == 31
+    Step.objects.bulk_create(Step(run=run, seq=1, kind="tool", name="calculator", status="error",
+                                  started_at=T0) for run in Run.objects.all())
+    every_filter = {"q": "q1", "from": "2000-01-01T00:00", "to": "2999-01-01", "tool":
+                    "calculator", "tool_status": "error", "status": "finished",
+                    "format_errors": "1", "reflections": "1", "profile": "x"}
+    Run.objects.update(format_errors=1, reflections=1, status="failed",
+                       agent_snapshot={"profiles": {"default": {"name": "x"}}})
+    with django_assert_max_num_queries(11):
+        assert len(row_ids(client.get(reverse("runs"), every_filter))) == 31
+
+
+def at(run: Run, moment: datetime) -> Run:
+    Run.objects.filter(pk=run.pk).update(created=moment)
+    return run
+
+
+def test_from_and_to_take_a_date_or_an_exact_time(client, user):
+    """TIME_ZONE is UTC: a time without offset is UTC, one with an offset is that instant."""
+    early = at(make_run(user, input="early"), datetime(2026, 12, 3, 7, 59, 59, tzinfo=UTC))
+    on_time = at(make_run(user, input="on time"), datetime(2026, 12, 3, 8, 0, tzinfo=UTC))
+    late = at(make_run(user, input="late"), datetime(2026, 12, 3, 23, 59, 59, 999_000,
+                                                        tzinfo=UTC))
+    next_day = at(make_run(user, input="next day"), datetime(2026, 12, 4, 0, 0, tzinfo=UTC))
+    client.force_login(user)
+
+    def ids(**query: str) -> set[int]:
+        return set(row_ids(client.get(reverse("runs"), query)))
+
+    assert ids(**{"from": "2026-12-03T08:00"}) == {on_time.pk, late.pk, next_day.pk}
+    assert ids(**{"from": "2026-12-03T09:00+01:00"}) == {on_time.pk, late.pk, next_day.pk}
+    assert ids(to="2026-12-03T08:00:00") == {early.pk, on_time.pk}  # inclusive
+    assert ids(**{"from": "2026-12-03", "to": "2026-12-03"}) == {early.pk, on_time.pk, late.pk}
+    assert ids(**{"from": "2026-12-03 07:59:59", "to": "2026-12-03T08:00"}) == {
+        early.pk, on_time.pk}
+    page = html(client.get(reverse("runs"), {"from": "2026-12-03T08:00", "page": 1}))
+    assert 'name="from" value="2026-12-03T08:00"' in page  # the form shows the filter
+
+
+def test_profile_format_error_and_reflection_filters(client, user, three_runs):
+    paris, math, _ = three_runs
+    clumsy = make_run(user, format_errors=2, agent_snapshot={
+        "profiles": {"default": {"name": "Big", "model": "gpt-y"}}})
+    thinker = make_run(user, reflections=1, format_errors=0)
+    client.force_login(user)
+
+    def ids(**query: str) -> list[int]:
+        return row_ids(client.get(reverse("runs"), query))
+
+    assert ids(profile="Big") == [clumsy.pk, math.pk]  # two models, one profile name
+    assert ids(profile="Scripted") == [thinker.pk, paris.pk]
+    assert ids(format_errors="1") == [clumsy.pk]
+    assert ids(reflections="1") == [thinker.pk]
+    assert ids(reflections="1", profile="Big") == []
+    page = html(client.get(reverse("runs"), {"format_errors": "1"}))
+    assert 'name="format_errors" value="1" checked' in page
+    assert '<option value="Big">Big</option>' in page
+
+
+def calls(*specs: tuple[str, str]) -> list[dict[str, Any]]:
+    return [{"kind": "tool", "name": name, "status": status, "text": status}
+            for name, status in specs] + [{"kind": "final", "text": "done"}]
+
+
+def test_the_tool_filter_finds_runs_that_called_a_tool_once_each(client, user):
+    twice = make_run(user, calls(("calculator", "ok"), ("calculator", "ok"),
+                                 ("calculator", "error")))
+    failed = make_run(user, calls(("calculator", "error"), ("get_weather", "ok")))
+    weather = make_run(user, calls(("get_weather", "ok")))
+    # A ReWOO worker reusing an earlier result made no call (the dashboard does not count it).
+    reused = make_run(user, [{"kind": "tool", "name": "calculator", "status": "ok",
+                              "meta": {"reused": "#E1"}}])
+    client.force_login(user)
+
+    def ids(**query: str) -> list[int]:
+        return row_ids(client.get(reverse("runs"), query))
+
+    assert ids(tool="calculator") == [failed.pk, twice.pk]  # once each, no join duplicates
+    assert ids(tool="calculator", tool_status="ok") == [twice.pk]
+    assert ids(tool="calculator", tool_status="error") == [failed.pk, twice.pk]
+    assert ids(tool="get_weather", tool_status="error") == []
+    assert ids(tool_status="error") == [failed.pk, twice.pk]
+    assert ids(tool="get_weather") == [weather.pk, failed.pk]
+    assert reused.pk not in ids(tool="calculator")
+    first = client.get(reverse("runs"), {"tool": "calculator", "tool_status": "error"})
+    assert first.context["page"].paginator.count == 2  # the count too: no duplicate rows
+
+
+def test_bad_filter_values_are_ignored_with_a_note(client, user, three_runs):
+    paris, math, _ = three_runs
+    client.force_login(user)
+    response = client.get(reverse("runs"), {
+        "from": "yesterday", "to": "2026-13-45", "tool_status": "maybe", "format_errors": "yes",
+        "reflections": "2", "profile": "<b>nobody</b>", "status": "finished"})
+    page = html(response)
+    assert set(row_ids(response)) == {paris.pk, math.pk}  # only the valid filter applies
+    note = page.split('class="error filter-note"', 1)[1].split("</p>", 1)[0]
+    assert "From: “yesterday” is not a date" in note and "To: “2026-13-45”" in note
+    for field in ("Tool result", "Format errors", "Reflections", "Profile"):
+        assert f"{field}: Select a valid choice." in note
+    assert "&lt;b&gt;nobody&lt;/b&gt;" in note and "<b>nobody" not in page
+    assert "filter-note" not in html(client.get(reverse("runs"), {"status": "finished"}))
+
+
+def test_sort_and_pager_links_keep_the_new_filters(client, user):
+    for i in range(55):
+        make_run(user, calls(("calculator", "error")), input=f"question {i}", reflections=1,
+                 format_errors=1)
+    make_run(user, calls(("calculator", "ok")), input="only ok", reflections=1,
+             format_errors=1)
+    client.force_login(user)
+    query = {"from": "2025-03-01T00:00", "tool": "calculator", "tool_status": "error",
+             "format_errors": "1", "reflections": "1", "profile": "Scripted"}
+    page = html(client.get(reverse("runs"), query))
+    kept = ("from=2025-03-01T00%3A00&amp;tool=calculator&amp;tool_status=error&amp;"
+            "format_errors=1&amp;reflections=1&amp;profile=Scripted")
+    # One "?" (Django 6's querystring tag writes it): "??from=" would rename the first filter.
+    assert f'href="?{kept}&amp;page=2"' in page and f'href="?{kept}&amp;sort=-cost"' in page
+    second = client.get(reverse("runs"), {**query, "page": 2})
+    assert len(row_ids(second)) == 5 and "only ok" not in html(second)
 
 
 # ---------------------------------------------------------------------------- one run

@@ -57,11 +57,16 @@ class Recorder:
         self.run_id = run_id
         self.publish = publish
         self.layer = get_channel_layer() if publish else None
+        self._versions: dict[int, int] = {}
 
     async def step(self, step: StepRecord) -> None:
+        recorded_at = time.time()
         await sync_to_async(self._save_step, thread_sensitive=False)(step)
-        # sent_at (epoch s, after the row is written) lets a watcher measure publish latency.
+        # version: which emission of this seq (consumers render each version once per process);
+        # recorded_at / sent_at (epoch s: handed over / row written) measure publish latency.
+        version = self._versions[step.seq] = self._versions.get(step.seq, 0) + 1
         await self._send({"type": "run.step", "seq": step.seq, "step": step.to_dict(),
+                          "version": version, "recorded_at": recorded_at,
                           "sent_at": time.time()})
 
     async def token(self, seq: int, delta: str) -> None:

@@ -1,6 +1,6 @@
 /* Compare page. The live columns are live.js's [data-live-run] elements (one /ws/runs/<id>/
    socket each); this file refreshes the summary as soon as every column has finished (htmx
-   polling covers a missed frame) and draws the cost / wall-time chart (vendored Chart.js). */
+   polling covers a missed frame) and draws the cost / wall-time chart (charts.js). */
 (function () {
   "use strict";
   const FINISHED = ["succeeded", "failed", "cancelled", "timed_out", "interrupted"];
@@ -15,30 +15,14 @@
   }
 
   function drawChart() {
-    const canvas = document.getElementById("compare-chart");
-    const data = document.getElementById("compare-chart-data");
-    if (!canvas || !data || canvas.dataset.drawn || !window.Chart) return;
-    canvas.dataset.drawn = "1";
-    const d = JSON.parse(data.textContent);
-    new Chart(canvas, {
-      type: "bar",
-      data: {
-        labels: d.labels,
-        datasets: [
-          { label: "Cost (USD)", data: d.cost_usd, yAxisID: "cost" },
-          { label: "Wall time (s)", data: d.wall_s, yAxisID: "time" },
-        ],
-      },
-      options: {
-        responsive: true, maintainAspectRatio: false, animation: false,
-        scales: {
-          cost: { type: "linear", position: "left", beginAtZero: true,
-                  title: { display: true, text: "USD" } },
-          time: { type: "linear", position: "right", beginAtZero: true,
-                  grid: { drawOnChartArea: false }, title: { display: true, text: "seconds" } },
-        },
-      },
-    });
+    if (!window.AgentLabCharts) return;
+    AgentLabCharts.bar("compare-chart", "compare-chart-data", (d) => ({
+      data: { labels: d.labels, datasets: [
+        { label: "Cost (USD)", data: d.cost_usd, yAxisID: "cost" },
+        { label: "Wall time (s)", data: d.wall_s, yAxisID: "time" }] },
+      options: { scales: { cost: AgentLabCharts.axis("left", "USD"),
+                           time: AgentLabCharts.axis("right", "seconds") } },
+    }));
   }
 
   document.addEventListener("DOMContentLoaded", () => {

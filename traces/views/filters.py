@@ -1,18 +1,23 @@
 """The runs list's search, filters and sort: a form validates the query string, then
-`apply` narrows a queryset. Sort keys are a whitelist: a query string never names a column."""
+`apply` narrows a queryset. Every parameter is a form field (a whitelist): a bad value is left
+out and named in `ignored`, and sort keys never name a column."""
 
 from __future__ import annotations
 
-from datetime import datetime, time
+import re
+from datetime import date, datetime, time
 
 from django import forms
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.forms.utils import from_current_timezone
 from django.utils import timezone
 
 from traces.models import Run, Step
+from traces.recorder import FINISHED_STATUSES
 from traces.schema import RUN_STATUSES
 
 MODEL_LOOKUP = "agent_snapshot__profiles__default__model"
+PROFILE_LOOKUP = "agent_snapshot__profiles__default__name"
 SORTS = {
     "started": (F("created"),),
     "duration": (F("wall_ms"),),
@@ -21,6 +26,29 @@ SORTS = {
     "cost": (F("cost_usd"),),
 }
 DEFAULT_SORT = "-started"
+FINISHED = "finished"  # a status choice: any of FINISHED_STATUSES (what the dashboard counts)
+# Older links named the dates date_from/date_to.
+ALIASES = {"date_from": "from", "date_to": "to"}
+DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+class MomentField(forms.CharField):
+    """An ISO date (a whole day) or date and time; a time without offset is in TIME_ZONE.
+    (No max_length: its validator would run on the parsed value.)"""
+
+    def to_python(self, value: object) -> date | datetime | None:  # type: ignore[override]
+        text = super().to_python(value)
+        if not text:
+            return None
+        try:
+            if DATE_ONLY.fullmatch(text):
+                return date.fromisoformat(text)
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise forms.ValidationError(
+                f"“{text}” is not a date (2026-12-03) or a date and time (2026-12-03T08:00)."
+            ) from None
+        return from_current_timezone(moment) if timezone.is_naive(moment) else moment
 
 
 class RunFilterForm(forms.Form):
@@ -28,21 +56,37 @@ class RunFilterForm(forms.Form):
     agent = forms.ChoiceField(required=False)
     paradigm = forms.ChoiceField(required=False)
     model = forms.ChoiceField(required=False)
-    status = forms.ChoiceField(required=False, choices=[("", "any status")] + [
+    profile = forms.ChoiceField(required=False)
+    status = forms.ChoiceField(required=False, label="Status", choices=[
+        ("", "any status"), (FINISHED, "finished (any outcome)")] + [
         (s, s.replace("_", " ")) for s in RUN_STATUSES])
-    date_from = forms.DateField(required=False, label="From",
-                                widget=forms.DateInput(attrs={"type": "date"}))
-    date_to = forms.DateField(required=False, label="To",
-                              widget=forms.DateInput(attrs={"type": "date"}))
+    tool = forms.CharField(required=False, max_length=200, label="Tool")
+    tool_status = forms.ChoiceField(required=False, label="Tool result", choices=[
+        ("", "any result"), ("ok", "ok"), ("error", "error")])
+    format_errors = forms.ChoiceField(required=False, label="Format errors",
+                                      choices=[("", "any"), ("1", "with format errors")])
+    reflections = forms.ChoiceField(required=False, label="Reflections",
+                                    choices=[("", "any"), ("1", "with reflections")])
     user = forms.ChoiceField(required=False)
     sort = forms.CharField(required=False)
 
     def __init__(self, data, *, runs: QuerySet[Run], staff: bool) -> None:  # noqa: ANN001
+        data = data.copy()
+        for old, new in ALIASES.items():
+            if old in data and new not in data:
+                data[new] = data.pop(old)[-1]
         super().__init__(data)
+        # "from" is a keyword, so the two date fields are added here, not declared above.
+        for name, label in (("from", "From"), ("to", "To")):
+            self.fields[name] = MomentField(required=False, label=label,
+                                            widget=forms.TextInput(attrs={
+                                                "placeholder": "2026-12-03 or …T08:00",
+                                                "size": 16}))
         # Choices come from the runs this user can see, so nobody learns other users' agents.
         self.fields["agent"].choices = _choices(runs, "agent_name", "any agent")
         self.fields["paradigm"].choices = _choices(runs, "paradigm", "any paradigm")
         self.fields["model"].choices = _choices(runs, MODEL_LOOKUP, "any model")
+        self.fields["profile"].choices = _choices(runs, PROFILE_LOOKUP, "any profile")
         if staff:
             self.fields["user"].choices = _choices(runs, "user__username", "any user")
         else:
@@ -51,6 +95,12 @@ class RunFilterForm(forms.Form):
     def sort_key(self) -> str:
         sort = (self.cleaned_data.get("sort") if self.is_valid() else "") or DEFAULT_SORT
         return sort if sort.lstrip("-") in SORTS else DEFAULT_SORT
+
+    def ignored(self) -> list[str]:
+        """What the page says it left out: one line per bad parameter."""
+        self.is_valid()
+        return [f"{self.fields[name].label or name.capitalize()}: {' '.join(errors)}"
+                for name, errors in self.errors.items() if name in self.fields]
 
 
 def _choices(runs: QuerySet[Run], lookup: str, blank: str) -> list[tuple[str, str]]:
@@ -66,17 +116,41 @@ def apply(runs: QuerySet[Run], form: RunFilterForm) -> QuerySet[Run]:
         tool_used = Step.objects.filter(run=OuterRef("pk"), kind="tool", name__icontains=q)
         runs = runs.filter(Q(input__icontains=q) | Q(final_answer__icontains=q)
                            | Exists(tool_used))
+    if data.get("status") == FINISHED:
+        runs = runs.filter(status__in=FINISHED_STATUSES)
+        del data["status"]
     for name, lookup in (("agent", "agent_name"), ("paradigm", "paradigm"),
-                         ("model", MODEL_LOOKUP), ("status", "status"),
-                         ("user", "user__username")):
+                         ("model", MODEL_LOOKUP), ("profile", PROFILE_LOOKUP),
+                         ("status", "status"), ("user", "user__username")):
         if name in data:
             runs = runs.filter(**{lookup: data[name]})
+    if "format_errors" in data:
+        runs = runs.filter(format_errors__gt=0)
+    if "reflections" in data:
+        runs = runs.filter(reflections__gt=0)
+    if "tool" in data or "tool_status" in data:
+        runs = runs.filter(Exists(tool_calls(data.get("tool"), data.get("tool_status"))))
     tz = timezone.get_current_timezone()
-    if "date_from" in data:
-        runs = runs.filter(created__gte=datetime.combine(data["date_from"], time.min, tz))
-    if "date_to" in data:
-        runs = runs.filter(created__lte=datetime.combine(data["date_to"], time.max, tz))
+    if start := data.get("from"):
+        if not isinstance(start, datetime):
+            start = datetime.combine(start, time.min, tz)
+        runs = runs.filter(created__gte=start)
+    if end := data.get("to"):
+        if not isinstance(end, datetime):
+            end = datetime.combine(end, time.max, tz)  # a date: to the end of that day
+        runs = runs.filter(created__lte=end)
     return order(runs, form.sort_key())
+
+
+def tool_calls(name: str | None, status: str | None) -> QuerySet[Step]:
+    """A run's calls of a tool, as the dashboard counts them: a ReWOO worker reusing an earlier
+    result is no call. An Exists over these keeps one row per run (a join would repeat it)."""
+    steps = Step.objects.filter(run=OuterRef("pk"), kind="tool", status__in=("ok", "error"))
+    if name:
+        steps = steps.filter(name=name)
+    if status:
+        steps = steps.filter(status=status)
+    return steps.exclude(meta__has_key="reused")
 
 
 def order(runs: QuerySet[Run], sort: str) -> QuerySet[Run]:

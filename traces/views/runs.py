@@ -25,7 +25,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     form = filters.RunFilterForm(request.GET, runs=visible, staff=request.user.is_staff)
     runs = filters.apply(visible, form).select_related("user").only(*LIST_FIELDS)
     page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
-    context = {"page": page, "form": form, "sort": form.sort_key(),
+    context = {"page": page, "form": form, "sort": form.sort_key(), "ignored": form.ignored(),
                "columns": _columns(form.sort_key())}
     # The filter form, the sort links and the pager swap only the table (htmx).
     if request.htmx and request.htmx.target == "run-table":

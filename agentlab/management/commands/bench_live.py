@@ -165,6 +165,12 @@ class Command(BaseCommand):
                      f"{p['p99']:>8.1f} {p['max']:>8.1f} {r.steps_per_s:>8.0f} "
                      f"{r.overhead_ms_per_step:>17.2f} {r.failed:>6}")
         self.say("")
+        for r in results:
+            c = r.committed()
+            self.say(f"{r.runs:>5} run(s): committed → arrival p50 {c['p50']:.1f} / p95 "
+                     f"{c['p95']:.1f} ms; model time {r.model_ms_per_call:.2f} ms per LLM call "
+                     "(the instant server's answer plus the openai SDK's own CPU)")
+        self.say("")
         at = [r for r in results if r.runs == GOAL_P95_AT]
         if at:
             p95 = at[0].percentiles()["p95"]

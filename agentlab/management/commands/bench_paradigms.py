@@ -58,13 +58,18 @@ class Command(BaseCommand):
         if repeat < 1:
             raise CommandError("--repeat must be at least 1")
         owner = find_user(user)
-        server = start_embedded(self.stdout) if not no_model and needs_embedded(rows_in) else None
-        try:
-            rows = [self._bench(agent, question, repeat, owner, i, len(rows_in))
-                    for i, agent in enumerate(rows_in, 1)]
-        finally:
-            if server is not None:
-                server.stop()
+        own_server = not no_model and needs_embedded(rows_in)
+        rows = []
+        for i, agent in enumerate(rows_in, 1):
+            # A fresh embedded server per agent: llama.cpp's server cannot interrupt a request,
+            # so a run cut off by its timeout would leave it generating into the next agent's
+            # time and make that one look slow.
+            server = start_embedded(self.stdout) if own_server else None
+            try:
+                rows.append(self._bench(agent, question, repeat, owner, i, len(rows_in)))
+            finally:
+                if server is not None:
+                    server.stop()
         self.stdout.write("")
         self.stdout.write(render_markdown(rows) if markdown else render_text(rows))
         if json_path:

@@ -1,0 +1,123 @@
+"""The dashboard page: the figures of queries.py as tables and charts, each linked to the runs
+behind it through the runs list's own filters (traces/views/filters.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from agentlab.dashboard import queries
+from agentlab.dashboard.period import GROUPS, PERIODS, DashboardForm, Period
+from agentlab.dashboard.queries import OUTCOMES, PHASES, Figures, GroupFigures, PhaseFigures
+from traces.render import format_cost, format_duration
+from traces.views.filters import FINISHED
+
+OUTCOME_LABELS = {s: s.replace("_", " ") for s in OUTCOMES}
+
+
+@require_GET
+def dashboard(request: HttpRequest) -> HttpResponse:
+    form = DashboardForm(request.GET)
+    period = form.chosen()
+    found = queries.figures(request.user, period)
+    groups = [group_row(g, period) for g in found.groups]
+    context = {
+        "form": form, "period": period, "periods": PERIODS, "group_label": GROUPS[period.group],
+        "figures": found, "groups": groups, "outcomes": OUTCOME_LABELS, "phases": PHASES,
+        "overall_phases": [phase_cells(p, found.phases.get(p)) for p in PHASES],
+        "tools": [tool_row(t, period) for t in found.tools],
+        "all_runs_url": period.runs_url(status=FINISHED),
+        "chart": chart_data(found, groups, period),
+    }
+    return render(request, "dashboard/index.html", context)
+
+
+def group_row(g: GroupFigures, period: Period) -> dict[str, Any]:
+    """One group's figures as the page shows them, each linked to exactly the runs it counts
+    (finished runs only, like the figures)."""
+    def url(status: str = FINISHED, **filters: str) -> str | None:
+        # A blank key (a run without agent or model) has no runs-list filter to link with.
+        return period.runs_url(g.key, status=status, **filters) if g.key else None
+
+    return {
+        "key": g.key, "label": g.key or "(none)", "figures": g, "runs": g.runs, "url": url(),
+        "outcomes": [(s, g.outcomes[s], url(status=s)) for s in OUTCOMES],
+        "completion": pct(g.completion_rate), "succeeded_url": url(status="succeeded"),
+        "work": [(num(g.avg[k]), num(g.p95[k])) for k in ("steps", "llm_calls", "tool_calls")],
+        "steps_url": url(sort="-steps"),
+        "tokens": f"{g.tokens:,}", "tokens_per_run": num(g.tokens_per_run, 0),
+        "cost": format_cost(g.cost_usd), "cost_per_run": format_cost(g.cost_per_run),
+        "tokens_url": url(sort="-tokens"), "cost_url": url(sort="-cost"),
+        "format_url": url(format_errors="1"), "reflection_url": url(reflections="1"),
+        "reflection_success_url": url(status="succeeded", reflections="1"),
+        "format_runs": pct(g.format_error_rate), "format_per_call": pct(g.format_errors_per_call),
+        "format_counts": f"{g.format_error_runs} of {g.runs} runs, {g.format_errors} of "
+                         f"{g.llm_calls} LLM calls",
+        "reflection_rate": pct(g.reflection_rate), "reflection_success": pct(g.reflection_success),
+        "reflection_counts": f"{g.reflection_succeeded} of {g.reflection_runs} succeeded",
+        "phases": [phase_cells(p, g.phases.get(p)) for p in PHASES],
+        "duration_url": url(sort="-duration"),
+    }
+
+
+def phase_cells(phase: str, f: PhaseFigures | None) -> dict[str, Any]:
+    if f is None:
+        return {"phase": phase, "calls": 0, "p50": "—", "p95": "—", "total": "—"}
+    return {"phase": phase, "calls": f.calls, "p50": format_duration(f.p50_ms),
+            "p95": format_duration(f.p95_ms), "total": format_duration(f.total_ms)}
+
+
+def tool_row(t: queries.ToolFigures, period: Period) -> dict[str, Any]:
+    """A tool's figures; its links list the finished runs that called it (ok / with an error)."""
+    return {"name": t.name, "calls": t.calls, "ok": t.ok, "errors": t.errors,
+            "success": pct(t.success_rate), "avg": format_duration(t.avg_ms),
+            "top_errors": t.top_errors, "url": tool_url(period, t.name),
+            "ok_url": tool_url(period, t.name, "ok"),
+            "errors_url": tool_url(period, t.name, "error")}
+
+
+def tool_url(period: Period, name: str, result: str = "") -> str:
+    return period.runs_url(status=FINISHED, tool=name, tool_status=result)
+
+
+def chart_data(found: Figures, groups: list[dict[str, Any]], period: Period) -> dict[str, Any]:
+    """What static/agentlab/dashboard.js draws; `links` are where a click on a bar goes."""
+    labels = [g["label"] for g in groups]
+    phases = [found.phases.get(p) for p in PHASES]
+    return {
+        "outcomes": {"labels": labels, "series": [
+            {"key": s, "label": OUTCOME_LABELS[s],
+             "data": [g["figures"].outcomes[s] for g in groups],
+             "links": [g["outcomes"][i][2] for g in groups]}
+            for i, s in enumerate(OUTCOMES)]},
+        "usage": {"labels": labels,
+                  "tokens_per_run": [_round(g["figures"].tokens_per_run, 1) for g in groups],
+                  "cost_usd": [_round(g["figures"].cost_usd, 6) for g in groups],
+                  "links": [g["tokens_url"] for g in groups]},
+        "latency": {"labels": list(PHASES),
+                    "p50_ms": [_round(f and f.p50_ms, 1) for f in phases],
+                    "p95_ms": [_round(f and f.p95_ms, 1) for f in phases],
+                    "links": [period.runs_url(status=FINISHED, sort="-duration")] * len(PHASES)},
+        "tools": {"labels": [t.name for t in found.tools],
+                  "success_pct": [_round(t.success_rate and t.success_rate * 100, 1)
+                                  for t in found.tools],
+                  "links": [tool_url(period, t.name) for t in found.tools]},
+    }
+
+
+def pct(share: float | None) -> str:
+    return "—" if share is None else f"{share * 100:.1f} %"
+
+
+def num(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    text = f"{value:,.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)

@@ -1,0 +1,1 @@
+"""Evaluation suites: cases with scorers, experiments that run a suite against several agents."""

@@ -1,0 +1,55 @@
+"""The form that starts an experiment: a suite, one or more agents and how to run them."""
+
+from __future__ import annotations
+
+from django import forms
+
+from agentlab.evals.models import Suite
+from agentlab.models import Agent, ModelProfile
+
+MAX_CONCURRENCY = 8
+
+
+class AgentChoices(forms.ModelMultipleChoiceField):
+    def label_from_instance(self, obj: Agent) -> str:
+        return f"{obj.name} ({obj.paradigm})"
+
+
+class StartForm(forms.Form):
+    suite = forms.ModelChoiceField(
+        queryset=Suite.objects.order_by("name"), empty_label=None,
+        error_messages={"required": "Choose a suite.",
+                        "invalid_choice": "That suite no longer exists."},
+    )
+    agents = AgentChoices(
+        queryset=Agent.objects.order_by("paradigm", "name"),
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={"required": "Choose at least one agent."},
+    )
+    concurrency = forms.IntegerField(
+        min_value=1, max_value=MAX_CONCURRENCY, initial=2,
+        help_text=f"Runs at the same time (1–{MAX_CONCURRENCY}).",
+        error_messages={"min_value": f"Concurrency is 1 to {MAX_CONCURRENCY}.",
+                        "max_value": f"Concurrency is 1 to {MAX_CONCURRENCY}."},
+    )
+    judge_profile = forms.ModelChoiceField(
+        queryset=ModelProfile.objects.order_by("name"), required=False,
+        empty_label="(none: no LLM-judge cases)",
+        help_text="Scores the cases whose scorer is the LLM judge.",
+    )
+    case_limit = forms.IntegerField(
+        label="First N cases", min_value=1, required=False,
+        help_text="Blank: the whole suite.",
+        error_messages={"min_value": "Run at least one case (or leave it blank)."},
+    )
+    title = forms.CharField(max_length=200, required=False)
+
+    def clean_agents(self) -> list[Agent]:
+        return list(self.cleaned_data["agents"])
+
+    def clean(self) -> dict:
+        data = super().clean()
+        suite = data.get("suite")
+        if suite is not None and not suite.cases.exists():
+            self.add_error("suite", f"The suite “{suite.name}” has no cases yet.")
+        return data

@@ -1,0 +1,141 @@
+"""Suites of cases, experiments that run a suite against agents, and one result per pair."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q, QuerySet
+
+SCORERS = ("exact", "contains", "numeric", "regex", "llm_judge")
+EXPERIMENT_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+RESULT_STATUSES = ("pending", "running", "done", "error", "cancelled")
+FINISHED_RESULT_STATUSES = ("done", "error", "cancelled")
+
+
+class Suite(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Case(models.Model):
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="cases")
+    position = models.PositiveIntegerField(default=0)
+    question = models.TextField()
+    expected = models.TextField(
+        blank=True, help_text="Expected answer (a number for numeric, a pattern for regex)."
+    )
+    scorer = models.CharField(
+        max_length=20, choices=[(s, s.replace("_", " ")) for s in SCORERS], default="contains"
+    )
+    tolerance = models.FloatField(
+        null=True, blank=True, help_text="numeric: largest accepted |answer − expected|."
+    )
+    rubric = models.TextField(blank=True, help_text="llm judge: what a good answer must contain.")
+    tags = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["suite", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.suite_id}#{self.position}: {self.question[:60]}"
+
+
+class ExperimentQuerySet(models.QuerySet["Experiment"]):
+    def visible_to(self, user) -> QuerySet[Experiment]:  # noqa: ANN001 (auth user or anonymous)
+        """A user sees their own experiments; staff see all (as for runs)."""
+        if not user.is_authenticated:
+            return self.none()
+        return self if user.is_staff else self.filter(user=user)
+
+
+class Experiment(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="experiments"
+    )
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="experiments")
+    title = models.CharField(max_length=200, blank=True)
+    status = models.CharField(
+        max_length=20, choices=[(s, s) for s in EXPERIMENT_STATUSES], default="queued"
+    )
+    concurrency = models.PositiveSmallIntegerField(default=2)
+    agents = models.ManyToManyField("agentlab.Agent", related_name="experiments")
+    judge_profile = models.ForeignKey(
+        "agentlab.ModelProfile", null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+", help_text="Model that scores llm-judge cases.",
+    )
+    # Only the first N cases (by position); null = the whole suite.
+    case_limit = models.PositiveIntegerField(null=True, blank=True)
+    previous = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns",
+        help_text="The experiment this one re-runs (and is compared with).",
+    )
+    error = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ExperimentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return self.title or f"{self.suite} #{self.pk}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ("queued", "running")
+
+    def selected_cases(self) -> QuerySet[Case]:
+        cases = self.suite.cases.order_by("position", "id")
+        return cases[: self.case_limit] if self.case_limit else cases
+
+    def progress(self) -> tuple[int, int]:
+        """(finished results, all pairs); before the results exist, total is cases × agents."""
+        counts = self.results.aggregate(
+            total=models.Count("id"),
+            done=models.Count("id", filter=Q(status__in=FINISHED_RESULT_STATUSES)),
+        )
+        total = counts["total"] or self.selected_cases().count() * self.agents.count()
+        return counts["done"], total
+
+
+class Result(models.Model):
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="results")
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="results")
+    agent = models.ForeignKey(
+        "agentlab.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    agent_name = models.CharField(max_length=200, blank=True)
+    run = models.ForeignKey(
+        "traces.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(
+        max_length=20, choices=[(s, s) for s in RESULT_STATUSES], default="pending"
+    )
+    score = models.FloatField(null=True, blank=True, help_text="0..1")
+    passed = models.BooleanField(null=True, blank=True)
+    scorer_detail = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["experiment", "case__position", "case_id", "agent_name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["experiment", "case", "agent"], name="unique_result_pair"
+            )
+        ]
+        indexes = [models.Index(fields=["experiment", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.experiment_id}: case {self.case_id} × {self.agent_name}"

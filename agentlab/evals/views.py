@@ -1,0 +1,198 @@
+"""Evaluation pages: suites and the start form, one experiment's live matrix, comparisons."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib import messages
+from django.db.models import Count, Q, Sum
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from agentlab.defaults import DEFAULT_AGENTS
+from agentlab.evals import engine, summary
+from agentlab.evals.demo import DEMO_SUITE
+from agentlab.evals.forms import StartForm
+from agentlab.evals.models import FINISHED_RESULT_STATUSES, Case, Experiment, Suite
+from agentlab.models import Agent
+
+POLL_SECONDS = 1
+SCORED = summary.SCORED  # what the mean score counts (an error is a 0)
+# Summary columns: key, label, how it is shown, whether higher is better.
+FIGURES = (("mean_score", "Mean score", "pct", True), ("pass_rate", "Pass rate", "pct", True),
+           ("tokens", "Tokens", "int", False), ("cost_usd", "Cost", "cost", False),
+           ("wall_s", "Wall time", "secs", False))
+
+
+# -- the index: suites, the start form, experiments ---------------------------------------------
+
+@require_http_methods(["GET", "POST"])
+async def index(request: HttpRequest) -> HttpResponse:
+    """Suites and experiments; a valid POST creates an experiment and starts it."""
+    user = await request.auser()
+    form = StartForm(request.POST or None)
+    if request.method == "POST" and await sync_to_async(form.is_valid)():
+        data = form.cleaned_data
+        try:
+            experiment = await sync_to_async(engine.create_experiment)(
+                user, data["suite"], data["agents"], title=data["title"],
+                concurrency=data["concurrency"], judge_profile=data["judge_profile"],
+                case_limit=data["case_limit"])
+        except ValueError as exc:  # e.g. LLM-judge cases without a judge (nothing saved)
+            form.add_error(None, f"Cannot start: {exc}.")
+        else:
+            # An asyncio task of this (daphne's) loop: it outlives the request.
+            engine.start_experiment(experiment)
+            return redirect("evals:experiment", pk=experiment.pk)
+    return await sync_to_async(_render_index)(request, user, form)
+
+
+def _render_index(request: HttpRequest, user: Any, form: StartForm) -> HttpResponse:
+    suites = list(Suite.objects.annotate(case_count=Count("cases")))
+    tags: dict[int, set[str]] = defaultdict(set)
+    for suite_id, case_tags in Case.objects.values_list("suite_id", "tags"):
+        tags[suite_id].update(str(t) for t in case_tags or [])
+    for suite in suites:
+        suite.tag_list = sorted(tags[suite.pk])
+    experiments = list(
+        Experiment.objects.visible_to(user).select_related("suite", "user")
+        .annotate(n_total=Count("results"),
+                  n_done=Count("results", filter=Q(results__status__in=FINISHED_RESULT_STATUSES)),
+                  n_scored=Count("results", filter=Q(results__status__in=SCORED)),
+                  score_sum=Sum("results__score", filter=Q(results__status__in=SCORED)))[:100])
+    for e in experiments:
+        e.percent = round(100 * e.n_done / e.n_total) if e.n_total else 0
+        e.mean_score = (e.score_sum or 0) / e.n_scored if e.n_scored else None
+    demo = next((s for s in suites if s.name == DEMO_SUITE and s.case_count), None)
+    return render(request, "evals/index.html", {
+        "form": form, "suites": suites, "experiments": experiments,
+        "demo_suite": demo, "paradigm_agents": _one_per_paradigm(),
+    })
+
+
+def _one_per_paradigm() -> list[Agent]:
+    """The first default agent of each paradigm (ReAct has four modes; one is enough)."""
+    by_name = {a.name: a for a in Agent.objects.filter(name__in=[d.name for d in DEFAULT_AGENTS])}
+    chosen: dict[str, Agent] = {}
+    for spec in DEFAULT_AGENTS:
+        if spec.name in by_name and spec.paradigm not in chosen:
+            chosen[spec.paradigm] = by_name[spec.name]
+    return list(chosen.values())
+
+
+# -- one experiment ------------------------------------------------------------------------------
+
+@require_GET
+def detail(request: HttpRequest, pk: int) -> HttpResponse:
+    return render(request, "evals/experiment.html", _experiment_context(request, pk))
+
+
+@require_GET
+def live(request: HttpRequest, pk: int) -> HttpResponse:
+    """The progress, matrix and summary fragment alone (htmx polls it while it runs)."""
+    return render(request, "evals/experiment.html#live", _experiment_context(request, pk))
+
+
+def _experiment_context(request: HttpRequest, pk: int) -> dict[str, Any]:
+    experiment = _get(request.user, pk)
+    done, total = experiment.progress()
+    cases, columns, cells = summary.matrix(experiment)
+    agents = _summary_rows(summary.agent_summary(experiment))
+    finished = not experiment.is_active
+    earlier = (Experiment.objects.visible_to(request.user)
+               .filter(suite=experiment.suite_id).exclude(pk=pk).order_by("-created")[:50])
+    return {
+        "experiment": experiment, "done": done, "total": total, "finished": finished,
+        "percent": round(100 * done / total) if total else 0,
+        "columns": columns, "rows": list(zip(cases, cells, strict=True)),
+        "agents": agents, "figures": FIGURES, "earlier": list(earlier),
+        "chart": _chart(agents) if finished and agents else None,
+        "poll_seconds": POLL_SECONDS,
+    }
+
+
+def _summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mark the best value of each figure ("best" = the set of keys where a row leads);
+    ties are all marked, and a figure where every agent is equal marks none."""
+    for row in rows:
+        row["best"] = set()
+    for key, _label, _kind, higher in FIGURES:
+        # Only agents that answered something are ranked (a cost of 0 for no runs is no win).
+        ranked = [r for r in rows if r["finished"] and r[key] is not None]
+        values = {r[key] for r in ranked}
+        if not values or (len(values) == 1 and len(ranked) > 1):
+            continue
+        top = max(values) if higher else min(values)
+        for r in ranked:
+            if r[key] == top:
+                r["best"].add(key)
+    return rows
+
+
+def _chart(agents: list[dict[str, Any]]) -> dict[str, list]:
+    """What the chart plots: score and pass rate (%) per agent, and its mean time per case."""
+    return {
+        "labels": [a["agent"] for a in agents],
+        "mean_score": [round(100 * (a["mean_score"] or 0), 1) for a in agents],
+        "pass_rate": [round(100 * (a["pass_rate"] or 0), 1) for a in agents],
+        "mean_wall_s": [round(a["mean_wall_s"] or 0, 2) for a in agents],
+    }
+
+
+@require_POST
+def cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    """Cancel what has not finished; finished results stay."""
+    experiment = _get(request.user, pk)
+    if engine.cancel_experiment(experiment.pk):
+        messages.info(request, "Experiment cancelled; the finished results are kept.")
+    else:
+        messages.info(request, "The experiment had already finished.")
+    return redirect("evals:experiment", pk=pk)
+
+
+@require_POST
+async def rerun(request: HttpRequest, pk: int) -> HttpResponse:
+    """The same suite, agents and settings again, as a new experiment compared with this one."""
+    user = await request.auser()
+    experiment = await sync_to_async(_get)(user, pk)
+    try:
+        new = await sync_to_async(engine.rerun)(experiment)
+    except ValueError as exc:  # no agent left, the suite emptied…
+        messages.error(request, f"Cannot re-run: {exc}.")
+        return redirect("evals:experiment", pk=pk)
+    engine.start_experiment(new)
+    return redirect("evals:experiment", pk=new.pk)
+
+
+# -- comparing with an earlier experiment --------------------------------------------------------
+
+@require_GET
+def compare_pick(request: HttpRequest, pk: int) -> HttpResponse:
+    """The "Compare with…" selector's target: ?other=<id> -> the comparison's own URL."""
+    try:
+        other = int(request.GET.get("other", ""))
+    except ValueError:
+        raise Http404("choose an experiment to compare with") from None
+    return redirect("evals:compare", pk=pk, other=other)
+
+
+@require_GET
+def compare(request: HttpRequest, pk: int, other: int) -> HttpResponse:
+    """Per case × agent: the earlier result, this one, and whether it got better or worse."""
+    experiment, earlier = _get(request.user, pk), _get(request.user, other)
+    if experiment.suite_id != earlier.suite_id or experiment.pk == earlier.pk:
+        raise Http404("only two experiments of the same suite can be compared")
+    changes = summary.compare(experiment, earlier)
+    return render(request, "evals/compare.html", {
+        "experiment": experiment, "earlier": earlier, "changes": changes,
+        "counts": summary.change_counts(changes),
+    })
+
+
+def _get(user: Any, pk: int) -> Experiment:
+    # Another user's experiment is a 404 (like runs): its existence is not disclosed.
+    return get_object_or_404(
+        Experiment.objects.visible_to(user).select_related("suite", "user", "previous"), pk=pk)

@@ -1,0 +1,68 @@
+/* Dashboard charts (drawn through charts.js). The data is
+   the page's #dashboard-data JSON (agentlab/dashboard/views.py chart_data); a click on a bar
+   opens its `links` entry: the runs list filtered to the runs behind that bar. */
+(function () {
+  "use strict";
+  const OUTCOME_COLOURS = { succeeded: "#15803d", failed: "#b91c1c", timed_out: "#b45309",
+                            cancelled: "#6b7080", interrupted: "#7c3aed" };
+
+  function linkTo(links) {
+    return (event, elements, chart) => {
+      if (!elements.length) return;
+      const { datasetIndex, index } = elements[0];
+      const list = Array.isArray(links[0]) ? links[datasetIndex] : links;
+      const url = list && list[index];
+      if (url) window.location.href = url;
+    };
+  }
+
+  function hover(event, elements) {
+    event.native.target.style.cursor = elements.length ? "pointer" : "default";
+  }
+
+  // Every chart reads the one #dashboard-data element; makeConfig also gives the bars' links.
+  function draw(id, makeConfig) {
+    AgentLabCharts.bar(id, "dashboard-data", (d) => {
+      const config = makeConfig(d);
+      config.options = Object.assign({ onClick: linkTo(config.links), onHover: hover },
+                                     config.options);
+      return config;
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    if (!window.AgentLabCharts) return;
+    const { axis } = AgentLabCharts;
+
+    draw("chart-outcomes", ({ outcomes: o }) => ({
+      data: { labels: o.labels, datasets: o.series.map((s) => ({
+        label: s.label, data: s.data, backgroundColor: OUTCOME_COLOURS[s.key] })) },
+      options: { scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true,
+        ticks: { precision: 0 }, title: { display: true, text: "runs" } } } },
+      links: o.series.map((s) => s.links),
+    }));
+
+    draw("chart-usage", ({ usage: u }) => ({
+      data: { labels: u.labels, datasets: [
+        { label: "Tokens per run", data: u.tokens_per_run, yAxisID: "tokens" },
+        { label: "Total cost (USD)", data: u.cost_usd, yAxisID: "cost" }] },
+      options: { scales: { tokens: axis("left", "tokens / run"), cost: axis("right", "USD") } },
+      links: u.links,
+    }));
+
+    draw("chart-latency", ({ latency: l }) => ({
+      data: { labels: l.labels, datasets: [
+        { label: "p50 (ms)", data: l.p50_ms },
+        { label: "p95 (ms)", data: l.p95_ms }] },
+      options: { scales: { y: { beginAtZero: true, title: { display: true, text: "ms" } } } },
+      links: l.links,
+    }));
+
+    draw("chart-tools", ({ tools: t }) => ({
+      data: { labels: t.labels, datasets: [{ label: "Success rate (%)", data: t.success_pct }] },
+      options: { indexAxis: "y", scales: { x: { min: 0, max: 100,
+        title: { display: true, text: "% of calls that succeeded" } } } },
+      links: t.links,
+    }));
+  });
+})();
