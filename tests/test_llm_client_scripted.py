@@ -310,6 +310,21 @@ async def test_a_stream_of_nothing_with_tools_is_asked_again_unstreamed(fake_llm
     assert fake_llm.requests[0]["stream"] and not fake_llm.requests[1].get("stream")
 
 
+async def test_after_a_broken_tool_stream_tool_turns_are_sent_unstreamed(fake_llm, fake_profile):
+    # A broken stream leaves llama.cpp generating into the next request's time: learn it once.
+    model = OpenAIChatModel(fake_profile)
+    fake_llm.script(BrokenStream(), Reply(tool_calls=[("get_weather", '{"city": "Paris"}')]),
+                    Reply(text="It is sunny."), Reply(text="Plain chat streams still."))
+    tokens: list[str] = []
+    await model.chat(HELLO, tools=[WEATHER_TOOL], on_token=tokens.append)
+    second = await model.chat(HELLO, tools=[WEATHER_TOOL], on_token=tokens.append)
+    assert second.text == "It is sunny." and second.attempts == 1
+    assert tokens[-1] == "It is sunny."  # the caller still gets the words as a token
+    assert not fake_llm.requests[2].get("stream")
+    await model.chat(HELLO, on_token=tokens.append)
+    assert fake_llm.requests[3]["stream"]  # turns without tools are streamed as before
+
+
 async def test_a_stream_cut_short_is_an_error_then_retried(fake_llm, fake_profile):
     reply = Reply(text="A complete sentence, at last.")
     fake_llm.script(BrokenStream(reply, after=3), reply)

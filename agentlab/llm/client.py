@@ -56,6 +56,7 @@ class OpenAIChatModel:
         self._clients: dict[tuple[str, int], tuple[str, openai.AsyncOpenAI]] = {}
         self._schema_as_json_object: set[str] = set()  # llama.cpp's response_format dialect
         self._no_stream_options: set[str] = set()  # servers that refuse stream_options
+        self._no_tool_streams: set[str] = set()  # servers that cannot stream a tool turn
 
     async def chat(
         self,
@@ -181,6 +182,13 @@ class OpenAIChatModel:
         client = self._client(p, key)
         if on_token is None:
             return _from_response(await client.chat.completions.create(**kwargs))
+        if kwargs.get("tools") and p.name in self._no_tool_streams:
+            # Learnt below: don't open a stream the server will break (and keep generating
+            # into, since llama.cpp cannot interrupt a request); ask unstreamed at once.
+            result = _from_response(await client.chat.completions.create(**kwargs))
+            if result.text:
+                await _emit(on_token, result.text)
+            return result
         try:
             result = await _stream(client, kwargs, on_token,
                                    usage=p.name not in self._no_stream_options)
@@ -196,7 +204,9 @@ class OpenAIChatModel:
             raise BadResponse(f"the stream from {p.base_url} (profile {p.name!r}) ended without "
                               "an answer", profile=p.name, base_url=p.base_url, retryable=True)
         # llama.cpp cannot stream an automatic tool choice: it opens the stream, fails, and
-        # leaves the connection unusable. Ask again unstreamed, on a fresh connection.
+        # leaves the connection unusable. Ask again unstreamed, on a fresh connection, and
+        # send this profile's tool turns unstreamed from now on.
+        self._no_tool_streams.add(p.name)
         await self._drop_client(p)
         tally.http += 1
         result = _from_response(await self._client(p, key).chat.completions.create(**kwargs))
