@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from agentlab import runner
 from agentlab.compare.models import Comparison, ComparisonEntry
 from agentlab.compare.summary import pairs, summarize
-from agentlab.models import Agent, ModelProfile
+from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import Reply
 from traces.models import Run
 
@@ -75,17 +75,7 @@ with_db = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def agents(fake_llm):
-    profile = ModelProfile.objects.create(name="Scripted", base_url=fake_llm.base_url,
-                                          model="scripted-model", retries=0,
-                                          price_in_per_m=1, price_out_per_m=2)
-    made = []
-    for i in range(7):
-        agent = Agent(name=f"Agent {i}", paradigm="react", model_profile=profile,
-                      params={"mode": "function_calling"})
-        agent.full_clean()
-        agent.save()
-        made.append(agent)
-    return made
+    return make_agents(scripted_profile(fake_llm.base_url), 7)
 
 
 def finished_comparison(user, agents, figures, question="What is 6*7?"):

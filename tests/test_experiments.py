@@ -17,7 +17,7 @@ from channels.layers import get_channel_layer
 from agentlab.evals import engine
 from agentlab.evals.models import Case, Experiment, Result, Suite
 from agentlab.evals.summary import agent_summary, change_counts, compare, matrix
-from agentlab.models import Agent, ModelProfile
+from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import Fail
 from traces.models import Run
 
@@ -30,20 +30,7 @@ def question_of(body):
 
 @pytest.fixture
 def profile(fake_llm):
-    return ModelProfile.objects.create(name="Scripted", base_url=fake_llm.base_url,
-                                       model="scripted-model", retries=0,
-                                       price_in_per_m=1, price_out_per_m=2)
-
-
-def make_agents(profile, n):
-    made = []
-    for i in range(n):
-        agent = Agent(name=f"Agent {i}", paradigm="react", model_profile=profile,
-                      params={"mode": "function_calling"})
-        agent.full_clean()
-        agent.save()
-        made.append(agent)
-    return made
+    return scripted_profile(fake_llm.base_url)
 
 
 def make_suite(*cases, name="Arithmetic"):

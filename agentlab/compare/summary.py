@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentlab.ranking import best_value
+
 FINISHED = frozenset({"succeeded", "failed", "cancelled", "timed_out", "interrupted"})
 
 
@@ -94,12 +96,9 @@ def summarize(runs: Sequence[Any], labels: Sequence[str] | None = None) -> Summa
     for i, _col in enumerate(NUMERIC):
         ranked = [r.cells[i] for r in rows if r.status == "succeeded" and r.cells[i].value
                   is not None]
-        values = {c.value for c in ranked}
-        if not values or (len(values) == 1 and len(ranked) > 1):
-            continue  # nothing to rank, or all the same: nothing stands out
-        low = min(values)
+        low = best_value(c.value for c in ranked)
         for c in ranked:
-            c.best = c.value == low
+            c.best = low is not None and c.value == low
     return Summary(NUMERIC, rows)
 
 

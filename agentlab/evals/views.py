@@ -18,6 +18,7 @@ from agentlab.evals.demo import DEMO_SUITE
 from agentlab.evals.forms import StartForm
 from agentlab.evals.models import FINISHED_RESULT_STATUSES, Case, Experiment, Suite
 from agentlab.models import Agent
+from agentlab.ranking import best_value
 
 POLL_SECONDS = 1
 SCORED = summary.SCORED  # what the mean score counts (an error is a 0)
@@ -122,12 +123,9 @@ def _summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for key, _label, _kind, higher in FIGURES:
         # Only agents that answered something are ranked (a cost of 0 for no runs is no win).
         ranked = [r for r in rows if r["finished"] and r[key] is not None]
-        values = {r[key] for r in ranked}
-        if not values or (len(values) == 1 and len(ranked) > 1):
-            continue
-        top = max(values) if higher else min(values)
+        top = best_value((r[key] for r in ranked), higher=higher)
         for r in ranked:
-            if r[key] == top:
+            if top is not None and r[key] == top:
                 r["best"].add(key)
     return rows
 
