@@ -64,6 +64,7 @@ def serve_llm(calls: int, port: int = 0) -> ThreadingHTTPServer:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms ACK wait
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -95,12 +96,14 @@ def serve_llm(calls: int, port: int = 0) -> ThreadingHTTPServer:
             wants = bool((body.get("stream_options") or {}).get("include_usage"))
             data = b"".join(f"data: {json.dumps(c)}\n\n".encode()
                             for c in _chunks(reply, usage, wants))
+            data += b"data: [DONE]\n\n"
+            # The whole stream is ready at once, so it has a length and the connection stays
+            # open for the next call, as with OpenAI, vLLM or llama.cpp (keep-alive).
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
+            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data + b"data: [DONE]\n\n")
-            self.close_connection = True
+            self.wfile.write(data)
 
     class Server(ThreadingHTTPServer):
         request_queue_size = 1024  # 100 runs connect at once; the default backlog is 5

@@ -121,6 +121,7 @@ class LevelResult:
     # Time inside model.chat per LLM call: the instant server answers in well under 1 ms, so
     # this is mostly the openai SDK's own CPU (and the loop's queue), counted as model time.
     model_ms_per_call: float = 0.0
+    server_cpu_ms_per_step: float | None = None  # the server process's CPU (bench_live fills it)
 
     @property
     def steps_per_s(self) -> float:

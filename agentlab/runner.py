@@ -123,8 +123,12 @@ def _models(snap: dict[str, Any]) -> dict[str, OpenAIChatModel]:
 
 
 def create_run(agent: Agent, user: Any, question: str, *, history: list[dict] | None = None,
-               **fields: Any) -> Run:
+               timeout_cap_s: int | None = None, **fields: Any) -> Run:
+    """A queued run of `agent`; `timeout_cap_s` lowers its total timeout (never raises it)."""
     snap = snapshot(agent)
+    if timeout_cap_s:
+        own = snap["limits"].get("total_timeout_s")
+        snap["limits"]["total_timeout_s"] = min(own, timeout_cap_s) if own else timeout_cap_s
     return Run.objects.create(
         user=user, agent=agent, agent_name=agent.name, paradigm=agent.paradigm,
         agent_snapshot=snap, input=question, history=history or [], **fields,

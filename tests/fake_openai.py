@@ -100,6 +100,7 @@ class FakeOpenAI:
         self.responder: Callable[[dict[str, Any]], Scripted | str] | None = None
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.peers: list[int] = []  # the client's port per request: one per connection
         self.omit_stream_usage = False  # like llama.cpp's server, which sends no usage chunk
         self.lock = threading.Lock()
         self.httpd = _QuietServer(("127.0.0.1", 0), _handler(self))
@@ -125,6 +126,7 @@ class FakeOpenAI:
             self.queue.clear()
             self.requests.clear()
             self.headers.clear()
+            self.peers.clear()
             self.responder = None
             self.omit_stream_usage = False
 
@@ -237,6 +239,7 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
+            server.peers.append(self.client_address[1])
             item = server.next_reply(body, {k.lower(): v for k, v in self.headers.items()})
             if isinstance(item, Delay):
                 time.sleep(item.seconds)

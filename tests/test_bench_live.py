@@ -22,6 +22,7 @@ def test_a_tiny_bench_prints_the_table_and_the_goals(tmp_path, capsys):
     assert "goal p95 < 50 ms at 20 runs: not measured" in out
     assert "goal overhead < 2 ms/step (at 1 run(s)):" in out
     assert "committed → arrival p50" in out and "ms per LLM call" in out
+    assert "the server process used" in out and "ms of CPU per step" in out
     levels = json.loads(out_file.read_text())
     assert [lv["runs"] for lv in levels] == [1, 2]
     for lv in levels:
@@ -34,6 +35,7 @@ def test_a_tiny_bench_prints_the_table_and_the_goals(tmp_path, capsys):
         assert lv["model_ms_per_call"] > 0
         assert 0 <= lv["latency"]["p50"] <= lv["latency"]["p95"] <= lv["latency"]["max"] < 5000
         assert lv["steps_per_s"] > 0 and lv["overhead_ms_per_step"] >= 0
+        assert lv["server_cpu_ms_per_step"] > 0
 
 
 def test_bad_numbers_are_refused_before_anything_starts():

@@ -172,6 +172,9 @@ def test_periods_group_by_and_dates(runs, user):
     assert groups["m-big"].phases["planning"].p50_ms == 1000  # steps grouped by their run's model
     assert groups["m-small"].phases["tools"].calls == 7
     assert set(by_key(figures(user, period(group="paradigm")))) == {"react", "plan_execute"}
+    profiles = by_key(figures(user, period(period="7d", group="profile")))
+    assert set(profiles) == {"m-small profile", "m-big profile"}
+    assert profiles["m-big profile"].runs == 2
     # Bad input falls back to the defaults (7 days, by agent) and says why on the page.
     assert period(period="1y", group="colour").key == "7d"
 
@@ -293,6 +296,11 @@ def test_links_by_model_and_for_chosen_dates_are_exact_too(runs, user, client):
     cancelled = Run.objects.get(user=user, status="cancelled")
     assert listed(client, cell_link(big)) == {runs["b1"].pk, cancelled.pk}
     assert listed(client, cell_link(big, "cancelled")) == {cancelled.pk}
+    html = client.get(f"/dashboard/?date_from={day}&date_to={day}&group=profile").content.decode()
+    by_profile = row(html, "outcomes", "m-big profile")
+    assert cell_link(by_profile).startswith(
+        f"/runs/?from={day}&to={day}&profile=m-big+profile")
+    assert listed(client, cell_link(by_profile)) == {runs["b1"].pk, cancelled.pk}
 
 
 def test_the_page_renders_with_no_runs_and_needs_a_login(user, client):

@@ -90,6 +90,7 @@ def errors(html, field):
     ({"concurrency": "0"}, "concurrency", "Concurrency is 1 to 8."),
     ({"concurrency": "9"}, "concurrency", "Concurrency is 1 to 8."),
     ({"case_limit": "0"}, "case_limit", "Run at least one case (or leave it blank)."),
+    ({"run_timeout_s": "0"}, "run_timeout_s", "Give each run at least 1 s (or leave it blank)."),
 ])
 def test_invalid_starts_are_refused_with_the_reason(client, user, suite, agents, data, field,
                                                     message):

@@ -7,6 +7,9 @@ summary tests write finished results and runs as rows with known figures, comput
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
 import threading
 import time
 
@@ -101,6 +104,36 @@ async def test_a_failing_case_does_not_stop_the_others(fake_llm, profile, user):
     assert crashed.error.startswith("the run failed") and "the model crashed" in crashed.error
     bad_regex = got[("Capital again?", "Agent 0")]
     assert bad_regex.status == "error" and "invalid regular expression '('" in bad_regex.error
+
+
+@with_db
+async def test_seconds_per_run_caps_each_runs_timeout_but_never_raises_it(fake_llm, profile,
+                                                                         user):
+    fake_llm.responder = lambda body: (time.sleep(3) or "late"
+                                       if "slow" in question_of(body) else "4")
+    agents = await sync_to_async(make_agents)(profile, 1)
+    suite = await sync_to_async(make_suite)(("slow?", "4", "exact"), ("2 + 2?", "4", "exact"))
+    experiment = await sync_to_async(engine.create_experiment)(user, suite, agents,
+                                                               concurrency=1, run_timeout_s=1)
+    started = time.monotonic()
+    done = await engine.run_experiment(experiment.pk)
+    got = await sync_to_async(results)(done)
+
+    assert time.monotonic() - started < 3  # the slow run was cut at 1 s, not the agent's limit
+    slow = got[("slow?", "Agent 0")]
+    assert slow.status == "error" and "timed out after 1 s" in slow.error
+    assert slow.run.status == "timed_out" and slow.run.agent_snapshot["limits"][
+        "total_timeout_s"] == 1
+    assert got[("2 + 2?", "Agent 0")].passed is True
+    # A cap above the agent's own limit leaves the agent's limit alone.
+    agent = agents[0]
+    agent.total_timeout_s = 5
+    await sync_to_async(agent.save)()
+    again = await sync_to_async(engine.create_experiment)(user, suite, [agent],
+                                                          run_timeout_s=600)
+    run = await sync_to_async(engine._start_pair)(
+        await sync_to_async(lambda: again.results.first().pk)())
+    assert run[2].agent_snapshot["limits"]["total_timeout_s"] == 5
 
 
 @with_db
@@ -199,6 +232,12 @@ async def test_the_llm_judge_scores_with_its_own_profile_and_keeps_its_reasoning
     judge_prompt = question_of(fake_llm.last_request)
     assert "Names the moon's gravity." in judge_prompt
     assert "The moon's gravity pulls the sea." in judge_prompt
+    # What the judge spent is summed apart from what the agent spent.
+    detail = result.scorer_detail
+    run = await sync_to_async(lambda: result.run)()
+    [row] = await sync_to_async(agent_summary)(experiment)
+    assert row["judge_tokens"] == detail["tokens_in"] + detail["tokens_out"] > 0
+    assert row["tokens"] == run.tokens_in + run.tokens_out
 
 
 @with_db
@@ -222,13 +261,46 @@ def test_rerun_copies_the_settings_and_points_at_the_earlier_experiment(profile,
     agents = make_agents(profile, 2)
     suite = make_suite(("a?", "a", "exact"), ("b?", "b", "exact"), ("c?", "c", "exact"))
     first = engine.create_experiment(user, suite, agents, concurrency=4, case_limit=2,
-                                     title="Baseline", judge_profile=profile)
+                                     title="Baseline", judge_profile=profile, run_timeout_s=30)
     again = engine.rerun(first)
     assert again.previous == first and again.status == "queued"
-    assert (again.concurrency, again.case_limit, again.title, again.judge_profile) == \
-        (4, 2, "Baseline", profile)
+    assert (again.concurrency, again.case_limit, again.title, again.judge_profile,
+            again.run_timeout_s) == (4, 2, "Baseline", profile, 30)
     assert set(again.agents.all()) == set(agents)
     assert again.results.count() == 4 and again.progress() == (0, 4)  # 2 cases × 2 agents
+    assert again.user == user
+
+
+@with_db
+def test_staff_rerunning_someone_elses_experiment_own_the_new_one(profile, user, staff):
+    suite = make_suite(("a?", "a", "exact"))
+    first = engine.create_experiment(user, suite, make_agents(profile, 1))
+    assert engine.rerun(first, staff).user == staff
+
+
+@with_db
+def test_an_experiment_left_running_by_a_dead_process_is_marked_interrupted(profile, user):
+    suite = make_suite(("a?", "a", "exact"), ("b?", "b", "exact"), ("c?", "c", "exact"))
+    agents = make_agents(profile, 1)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    host = socket.gethostname()
+    left = engine.create_experiment(user, suite, agents)
+    Experiment.objects.filter(pk=left.pk).update(status="running", worker=f"{host}:{dead.pid}")
+    first, second, third = left.results.order_by("case__position")
+    Result.objects.filter(pk=first.pk).update(status="done", score=1.0, passed=True)
+    Result.objects.filter(pk=second.pk).update(status="running")
+    alive = engine.create_experiment(user, suite, agents)  # this process: still running
+    Experiment.objects.filter(pk=alive.pk).update(status="running",
+                                                  worker=f"{host}:{os.getpid()}")
+
+    assert engine.mark_interrupted() == 1
+    left.refresh_from_db()
+    assert left.status == "interrupted" and left.finished_at and "stopped" in left.error
+    statuses = dict(left.results.values_list("case__position", "status"))
+    assert statuses == {1: "done", 2: "cancelled", 3: "cancelled"}  # what finished stays
+    assert Experiment.objects.get(pk=alive.pk).status == "running"
+    assert engine.rerun(left).results.filter(status="pending").count() == 3
 
 
 # -- summary, matrix, compare (hand-computed figures) ------------------------------------------

@@ -189,6 +189,18 @@ async def test_a_stream_without_usage_is_estimated_and_says_so(fake_llm, fake_pr
     assert result.usage.prompt_tokens > 0 and result.cost_usd > 0
 
 
+async def test_models_of_one_profile_share_a_client_and_its_keep_alive_connection(
+        fake_llm, fake_profile):
+    # Two runs' models of the same profile: one client (building one costs ~30 ms of CPU) and
+    # so one pooled connection for their calls one after another.
+    fake_llm.responder = lambda body: "ok"
+    first, second = OpenAIChatModel(fake_profile), OpenAIChatModel(fake_profile)
+    for _ in range(3):
+        assert (await first.chat(HELLO)).text == "ok"
+        assert (await second.chat(HELLO)).text == "ok"
+    assert len(fake_llm.peers) == 6 and len(set(fake_llm.peers)) == 1
+
+
 async def test_a_dropped_connection_is_retried(fake_llm, fake_profile):
     from tests.fake_openai import Drop
 

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.db import IntegrityError
 
 from traces.models import Run, Step
 from traces.recorder import Recorder, group_name, mark_interrupted
@@ -19,16 +20,22 @@ def make_run(user, **fields) -> Run:
                               **fields)
 
 
-@pytest.mark.django_db(transaction=True)
-async def test_each_step_is_in_the_database_before_it_is_published(user):
+async def watched_run(user):
+    """A run, its recorder, and `heard(timeout)`: the next message its group gets."""
     run = await sync_to_async(make_run)(user)
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(group_name(run.pk), channel)
-    recorder = Recorder(run.pk)
+    return run, Recorder(run.pk), lambda timeout=2: asyncio.wait_for(layer.receive(channel),
+                                                                     timeout)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_each_step_is_in_the_database_before_it_is_published(user):
+    run, recorder, heard = await watched_run(user)
 
     await recorder.step(StepRecord(seq=1, kind="llm", name="m", status="running"))
-    message = await asyncio.wait_for(layer.receive(channel), 2)
+    message = await heard()
     assert message["type"] == "run.step" and message["seq"] == 1
     # When the browser hears of a step, a reconnecting one can already read it back.
     row = await Step.objects.aget(run=run, seq=1)
@@ -36,14 +43,62 @@ async def test_each_step_is_in_the_database_before_it_is_published(user):
 
     await recorder.step(StepRecord(seq=1, kind="llm", name="m", status="ok", tokens_in=12,
                                    output={"text": "4"}))
-    await asyncio.wait_for(layer.receive(channel), 2)
+    await heard()
     row = await Step.objects.aget(run=run, seq=1)
     assert (row.status, row.tokens_in, row.output) == ("ok", 12, {"text": "4"})
     await run.arefresh_from_db()
     assert run.step_count == 1  # an upsert of the same seq is still one step
 
     await recorder.token(2, "Fo")
-    assert (await asyncio.wait_for(layer.receive(channel), 2))["delta"] == "Fo"
+    assert (await heard())["delta"] == "Fo"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_concurrent_runs_steps_are_written_together_and_arrive_in_each_runs_order(user):
+    watched = [await watched_run(user) for _ in range(5)]
+    prompt = {"messages": [{"role": "user", "content": "What is 2+2?"}]}
+
+    async def record(recorder):
+        for seq in range(1, 11):
+            await recorder.step(StepRecord(seq=seq, kind="llm", name="m", status="running",
+                                           input=prompt))
+            await recorder.token(seq, f"t{seq}")
+
+    await asyncio.gather(*(record(recorder) for _run, recorder, _heard in watched))
+    prompt["messages"].append({"role": "assistant", "content": "later"})  # after recording
+    for run, recorder, heard in watched:
+        frames = [await heard() for _ in range(20)]
+        # Each step, then its token, in the order recorded, each persisted before announced.
+        assert [(f["type"], f["seq"]) for f in frames] == [
+            (kind, seq) for seq in range(1, 11) for kind in ("run.step", "run.token")]
+        assert all(f["sent_at"] >= f["recorded_at"] for f in frames if f["type"] == "run.step")
+        await recorder.status("succeeded", {"answer": "4"})
+        assert (await heard())["type"] == "run.status"
+        rows = [r async for r in Step.objects.filter(run=run).order_by("seq")]
+        assert [r.seq for r in rows] == list(range(1, 11))
+        assert rows[0].input == {"messages": [{"role": "user", "content": "What is 2+2?"}]}
+        await run.arefresh_from_db()
+        assert (run.step_count, run.status, run.final_answer) == (10, "succeeded", "4")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_step_that_cannot_be_written_fails_the_run_and_is_not_announced(user):
+    run, recorder, heard = await watched_run(user)
+    other, other_recorder, other_heard = await watched_run(user)
+    await recorder.step(StepRecord(seq=1, kind="tool", name="calculator", status="ok"))
+    assert (await heard())["seq"] == 1
+    await run.adelete()  # its steps can no longer be written (their run is gone)
+
+    # Another run's step handed over at the same moment (often the same batch) still lands.
+    failing = recorder.step(StepRecord(seq=2, kind="tool", name="calculator", status="ok"))
+    fine = other_recorder.step(StepRecord(seq=1, kind="tool", name="calculator", status="ok"))
+    outcomes = await asyncio.gather(failing, fine, return_exceptions=True)
+    assert isinstance(outcomes[0], IntegrityError) and outcomes[1] is None
+    with pytest.raises(asyncio.TimeoutError):  # never announced: it is not in the trace
+        await heard(0.3)
+    assert (await other_heard())["seq"] == 1
+    assert await Step.objects.filter(run=other).acount() == 1
+    await recorder.status("failed", {"error": "x"})  # a status is still written (a no-op here)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -61,11 +61,13 @@ def test_it_prints_a_line_per_result_and_the_summary_table(fake_llm, setup):
 @with_db
 def test_markdown_and_limit(fake_llm, setup):
     fake_llm.responder = lambda body: "2"
-    out = run("Sums", "Alpha", "--limit", "1", "--markdown")
-    assert "1 case(s) × 1 agent(s)" in out
+    out = run("Sums", "Alpha", "--limit", "1", "--markdown", "--run-timeout", "40")
+    assert "1 case(s) × 1 agent(s), 2 at a time, at most 40 s per run" in out
     assert "| agent | mean score | pass rate | errors | runs ok | tokens | cost $ | wall s |" in out
     assert "| Alpha | 1.00 | 100% (1/1) | 0 | 1/1 |" in out
-    assert Experiment.objects.get().case_limit == 1
+    experiment = Experiment.objects.get()
+    assert (experiment.case_limit, experiment.run_timeout_s) == (1, 40)
+    assert experiment.results.get().run.agent_snapshot["limits"]["total_timeout_s"] == 40
 
 
 @with_db

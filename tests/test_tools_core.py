@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import threading
 import time
 from typing import Annotated, Literal
 
@@ -154,6 +155,36 @@ def test_sync_and_async_tools_time_out(name):
     capped = asyncio.run(ToolExecutor({name: executor.tools[name]}).run(
         name, {"seconds": 2}, timeout_s=0.1))
     assert capped.error == f"tool {name} timed out after 0.1 s"
+
+
+def test_sync_tools_reuse_their_threads_and_a_hung_one_holds_up_no_other():
+    threads = []  # the thread objects themselves (kept alive, so never mistaken for another)
+
+    @tool
+    def where() -> str:
+        """Which thread runs this."""
+        threads.append(threading.current_thread())
+        return "here"
+
+    executor = ToolExecutor({t.name: t for t in (slow, where)},
+                            {"slow": ToolPolicy(timeout_s=0.2)})
+
+    async def calls():
+        for _ in range(20):
+            assert (await executor.run("where", {})).error is None
+        # A tool still busy after its timeout keeps its thread; the next call gets another.
+        hung = await executor.run("slow", {"seconds": 1.5})
+        started = time.perf_counter()
+        after = await executor.run("where", {})
+        return hung, after, time.perf_counter() - started
+
+    hung, after, took = asyncio.run(calls())
+    # Twenty calls in a row ran on the threads already idle (earlier tests may have left a few),
+    # not on a new thread each.
+    assert len(set(threads[:20])) <= 5
+    assert all(t.daemon for t in threads)  # a hung tool never holds up the process's exit
+    assert hung.error_type == "timeout"
+    assert after.error is None and took < 1.0
 
 
 def test_long_observations_are_cut_for_the_llm_but_kept_whole():

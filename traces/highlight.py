@@ -55,6 +55,13 @@ def to_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
+def json_size(value: Any) -> int:
+    """Characters of `value` as stored (compact JSON, as the database's Length() counts).
+    Not to_json's length: indent makes json use its pure-Python encoder, ~10× slower, and a
+    live llm step's whole conversation is sized this way on every frame."""
+    return len(json.dumps(value, ensure_ascii=False, default=str))
+
+
 def guess_lexer(text: str) -> str:
     """A lexer name for free text: JSON, a diff, SQL, or plain."""
     stripped = text.lstrip()

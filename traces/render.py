@@ -134,10 +134,8 @@ def _payload(kind: str, name: str, row: dict[str, Any]) -> Payload | None:
     value = row[name]
     if _empty(value) or (name == "output" and value == row.get("text")):
         return None  # nothing to show, or the text already shows it (a final answer)
-    if isinstance(value, str):
-        size = len(value)
-    else:
-        size = row.get(f"{name}_size") or len(hl.to_json(value))
+    size = len(value) if isinstance(value, str) else (
+        row.get(f"{name}_size") or hl.json_size(value))
     if folded and size > FOLDED_INLINE:
         return Payload(name, label, size, None)  # shown elsewhere: fetched only when opened
     return Payload(name, label, size, hl.highlight_value(value), open=not folded)

@@ -12,12 +12,13 @@ from django import forms
 from django.urls import reverse
 from django.utils import timezone
 
-GroupBy = Literal["agent", "paradigm", "model"]
+GroupBy = Literal["agent", "paradigm", "profile", "model"]
 PERIODS = {"24h": ("last 24 h", timedelta(hours=24)), "7d": ("last 7 days", timedelta(days=7)),
            "30d": ("last 30 days", timedelta(days=30)), "all": ("all time", None)}
 DEFAULT_PERIOD = "7d"
 # The runs list's filter of the same name: the dashboard groups by what it can link to.
-GROUPS = {"agent": "agent", "paradigm": "paradigm", "model": "model profile (model)"}
+GROUPS = {"agent": "agent", "paradigm": "paradigm", "profile": "model profile",
+          "model": "model (as the profile names it)"}
 DEFAULT_GROUP = "agent"
 
 

@@ -48,11 +48,12 @@ ERROR_TEXT_CHARS = 160
 
 def group_expr(group: str, prefix: str = "") -> Expression:
     """The value a run is grouped by: the same lookups as the runs list's filters."""
-    if group == "model":
+    if group in ("model", "profile"):  # the run's default profile, as frozen at launch
         # Not KT("run__agent_snapshot__…"): KT takes the first name for the JSON field.
-        model = KeyTextTransform("model", KeyTransform("default", KeyTransform(
+        key = "model" if group == "model" else "name"
+        value = KeyTextTransform(key, KeyTransform("default", KeyTransform(
             "profiles", f"{prefix}agent_snapshot")))
-        return Coalesce(model, Value(""), output_field=TextField())
+        return Coalesce(value, Value(""), output_field=TextField())
     return F(f"{prefix}{'agent_name' if group == 'agent' else 'paradigm'}")
 
 

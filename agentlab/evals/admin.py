@@ -125,8 +125,8 @@ class ExperimentAdmin(admin.ModelAdmin):
     list_filter = ["status", "suite", "created"]
     search_fields = ["title", "suite__name", "user__username"]
     fields = ["title", "suite", "user", "status", "agents", "concurrency", "case_limit",
-              "judge_profile", "previous", "error", "created", "started_at", "finished_at",
-              "summary_table"]
+              "run_timeout_s", "judge_profile", "previous", "error", "created", "started_at",
+              "finished_at", "summary_table"]
     readonly_fields = fields
     inlines = [ResultInline]
 

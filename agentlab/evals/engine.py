@@ -33,7 +33,7 @@ from agentlab.evals.models import FINISHED_RESULT_STATUSES, Case, Experiment, Re
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.models import Agent, ModelProfile
 from agentlab.profiles import to_config
-from traces.recorder import worker_id
+from traces.workers import left_by_dead_process, worker_id
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], Any]
@@ -48,17 +48,20 @@ def group_name(experiment_id: int) -> str:
 @transaction.atomic
 def create_experiment(user: Any, suite: Suite, agents: Sequence[Agent], *, title: str = "",
                       concurrency: int = 2, judge_profile: ModelProfile | None = None,
-                      case_limit: int | None = None, previous: Experiment | None = None
-                      ) -> Experiment:
+                      case_limit: int | None = None, run_timeout_s: int | None = None,
+                      previous: Experiment | None = None) -> Experiment:
     """A queued experiment with one pending result per (case, agent); ValueError says what is
     missing (no agents, no cases, a judge for llm-judge cases)."""
     if not agents:
         raise ValueError("choose at least one agent")
     if concurrency < 1:
         raise ValueError("the concurrency must be at least 1")
+    if run_timeout_s is not None and run_timeout_s < 1:
+        raise ValueError("the time limit per run must be at least 1 s")
     experiment = Experiment.objects.create(
         user=user, suite=suite, title=title, concurrency=concurrency,
-        judge_profile=judge_profile, case_limit=case_limit or None, previous=previous)
+        judge_profile=judge_profile, case_limit=case_limit or None,
+        run_timeout_s=run_timeout_s or None, previous=previous)
     experiment.agents.set(agents)
     cases = list(experiment.selected_cases())
     if not cases:
@@ -71,13 +74,14 @@ def create_experiment(user: Any, suite: Suite, agents: Sequence[Agent], *, title
     return experiment
 
 
-def rerun(experiment: Experiment) -> Experiment:
-    """The same suite, agents (those that still exist) and settings, compared with this one."""
+def rerun(experiment: Experiment, user: Any = None) -> Experiment:
+    """The same suite, agents (those that still exist) and settings, compared with this one;
+    owned by `user` (who asked: staff re-running someone's experiment), else by its owner."""
     return create_experiment(
-        experiment.user, experiment.suite, list(experiment.agents.order_by("name")),
+        user or experiment.user, experiment.suite, list(experiment.agents.order_by("name")),
         title=experiment.title, concurrency=experiment.concurrency,
         judge_profile=experiment.judge_profile, case_limit=experiment.case_limit,
-        previous=experiment)
+        run_timeout_s=experiment.run_timeout_s, previous=experiment)
 
 
 # -- control -----------------------------------------------------------------------------------
@@ -181,8 +185,24 @@ def _begin(experiment_id: int) -> Experiment:
     experiment = Experiment.objects.select_related("judge_profile").get(pk=experiment_id)
     if experiment.status == "queued":
         experiment.status, experiment.started_at = "running", timezone.now()
-        experiment.save(update_fields=["status", "started_at"])
+        experiment.worker = worker_id()
+        experiment.save(update_fields=["status", "started_at", "worker"])
     return experiment
+
+
+def mark_interrupted(host: str | None = None) -> int:
+    """Experiments left running by a dead process on this host become `interrupted`: their
+    finished results stay, the rest are cancelled (a re-run runs them all again)."""
+    dead = [e.pk for e in Experiment.objects.filter(status="running").only("pk", "worker")
+            if left_by_dead_process(e.worker, host)]
+    now = timezone.now()
+    with transaction.atomic():
+        Result.objects.filter(experiment__in=dead, status__in=("pending", "running")).update(
+            status="cancelled", error="the process running the experiment stopped",
+            finished_at=now)
+        return Experiment.objects.filter(pk__in=dead, status="running").update(
+            status="interrupted", finished_at=now,
+            error="The process running this experiment stopped before it finished.")
 
 
 def _plan(experiment: Experiment) -> tuple[list[int], int, int, OpenAIChatModel | None]:
@@ -261,6 +281,7 @@ def _start_pair(result_id: int) -> tuple[Result, Case, Any] | None:
     if result.agent is not None:
         try:
             run = runner.create_run(result.agent, result.experiment.user, result.case.question,
+                                    timeout_cap_s=result.experiment.run_timeout_s,
                                     worker=worker_id())
         except ValueError as exc:  # a snapshot that cannot be taken (e.g. a missing member)
             result.error = str(exc)

@@ -42,6 +42,11 @@ class StartForm(forms.Form):
         help_text="Blank: the whole suite.",
         error_messages={"min_value": "Run at least one case (or leave it blank)."},
     )
+    run_timeout_s = forms.IntegerField(
+        label="Seconds per run", min_value=1, required=False,
+        help_text="Caps each run's total timeout; blank: each agent's own limit.",
+        error_messages={"min_value": "Give each run at least 1 s (or leave it blank)."},
+    )
     title = forms.CharField(max_length=200, required=False)
 
     def clean_agents(self) -> list[Agent]:

@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q, QuerySet
 
 SCORERS = ("exact", "contains", "numeric", "regex", "llm_judge")
-EXPERIMENT_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+EXPERIMENT_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
 RESULT_STATUSES = ("pending", "running", "done", "error", "cancelled")
 FINISHED_RESULT_STATUSES = ("done", "error", "cancelled")
 
@@ -73,11 +73,16 @@ class Experiment(models.Model):
     )
     # Only the first N cases (by position); null = the whole suite.
     case_limit = models.PositiveIntegerField(null=True, blank=True)
+    # Caps every run's total timeout (quick evaluations on a slow model); null = each agent's own.
+    run_timeout_s = models.PositiveIntegerField(
+        null=True, blank=True, help_text="At most this many seconds per run (blank: the agent's "
+        "own limit).")
     previous = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns",
         help_text="The experiment this one re-runs (and is compared with).",
     )
     error = models.TextField(blank=True)
+    worker = models.CharField(max_length=200, blank=True, help_text="host:pid running it")
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, NamedTuple
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, FloatField, IntegerField, Q, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 
 from agentlab.evals.models import Case, Experiment, Result
 
@@ -19,7 +21,9 @@ SCORED = ("done", "error")
 def agent_summary(experiment: Experiment) -> list[dict[str, Any]]:
     """One dict per agent, by name: agent_id, agent, cases, finished, errors, passed,
     mean_score (0..1 or None), pass_rate (0..1 or None), runs, succeeded, tokens_in,
-    tokens_out, tokens, cost_usd, wall_s (all runs together), mean_wall_s (per run)."""
+    tokens_out, tokens, cost_usd, wall_s (all runs together), mean_wall_s (per run), and the
+    LLM judge's own judge_tokens and judge_cost_usd (kept apart: the agent did not spend them).
+    """
     scored = Q(status__in=SCORED)
     rows = (experiment.results.values("agent_id", "agent_name")
             .annotate(cases=Count("id"), finished=Count("id", filter=scored),
@@ -29,7 +33,10 @@ def agent_summary(experiment: Experiment) -> list[dict[str, Any]]:
                       succeeded=Count("id", filter=Q(run__status="succeeded")),
                       timed=Count("run__wall_ms"),
                       tokens_in=Sum("run__tokens_in"), tokens_out=Sum("run__tokens_out"),
-                      cost_usd=Sum("run__cost_usd"), wall_ms=Sum("run__wall_ms"))
+                      cost_usd=Sum("run__cost_usd"), wall_ms=Sum("run__wall_ms"),
+                      judge_in=_detail_sum("tokens_in", IntegerField()),
+                      judge_out=_detail_sum("tokens_out", IntegerField()),
+                      judge_cost=_detail_sum("cost_usd", FloatField()))
             .order_by("agent_name", "agent_id"))
     out = []
     for r in rows:
@@ -45,8 +52,16 @@ def agent_summary(experiment: Experiment) -> list[dict[str, Any]]:
             "tokens_out": tokens_out, "tokens": tokens_in + tokens_out,
             "cost_usd": r["cost_usd"] or 0.0, "wall_s": wall_s,
             "mean_wall_s": wall_s / timed if timed else None,
+            "judge_tokens": (r["judge_in"] or 0) + (r["judge_out"] or 0),
+            "judge_cost_usd": r["judge_cost"] or 0.0,
         })
     return out
+
+
+def _detail_sum(key: str, field: IntegerField | FloatField) -> Sum:
+    """The sum of a number the LLM judge wrote into its results' scorer_detail."""
+    return Sum(Cast(KT(f"scorer_detail__{key}"), field),
+               filter=Q(scorer_detail__scorer="llm_judge"))
 
 
 class Column(NamedTuple):

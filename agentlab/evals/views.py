@@ -41,7 +41,7 @@ async def index(request: HttpRequest) -> HttpResponse:
             experiment = await sync_to_async(engine.create_experiment)(
                 user, data["suite"], data["agents"], title=data["title"],
                 concurrency=data["concurrency"], judge_profile=data["judge_profile"],
-                case_limit=data["case_limit"])
+                case_limit=data["case_limit"], run_timeout_s=data["run_timeout_s"])
         except ValueError as exc:  # e.g. LLM-judge cases without a judge (nothing saved)
             form.add_error(None, f"Cannot start: {exc}.")
         else:
@@ -110,6 +110,7 @@ def _experiment_context(request: HttpRequest, pk: int) -> dict[str, Any]:
         "percent": round(100 * done / total) if total else 0,
         "columns": columns, "rows": list(zip(cases, cells, strict=True)),
         "agents": agents, "figures": FIGURES, "earlier": list(earlier),
+        "judged": any(a["judge_tokens"] for a in agents),
         "chart": _chart(agents) if finished and agents else None,
         "poll_seconds": POLL_SECONDS,
     }
@@ -157,7 +158,7 @@ async def rerun(request: HttpRequest, pk: int) -> HttpResponse:
     user = await request.auser()
     experiment = await sync_to_async(_get)(user, pk)
     try:
-        new = await sync_to_async(engine.rerun)(experiment)
+        new = await sync_to_async(engine.rerun)(experiment, user)
     except ValueError as exc:  # no agent left, the suite emptied…
         messages.error(request, f"Cannot re-run: {exc}.")
         return redirect("evals:experiment", pk=pk)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import json
 import os
 import re
@@ -17,27 +16,18 @@ from typing import Any
 
 import openai
 
+from agentlab.llm import transport
 from agentlab.llm.errors import BadResponse, ContextTooLong, LLMError, translate
 from agentlab.llm.local_server import MODEL_NAME as DEFAULT_MODEL
-from agentlab.llm.types import ChatResult, ProfileConfig, TokenCallback, ToolCall, Usage
+from agentlab.llm.transport import parse_tool_call
+from agentlab.llm.types import ChatResult, ProfileConfig, TokenCallback
+
+__all__ = ["OpenAIChatModel", "parse_tool_call"]
 
 MAX_BACKOFF_S = 8.0
 # llama.cpp's chatml-function-calling answers an "auto" turn that chose to talk with nothing (or
 # a bare "functions.<name>:"): the grammar of its message branch admits nothing else.
 _EMPTY_AUTO_REPLY = re.compile(r"\s*(functions\.[\w.-]*:?)?\s*")
-
-
-def parse_tool_call(call_id: str, name: str, raw: str) -> ToolCall:
-    """A tool call with its arguments parsed; malformed JSON is kept raw with the reason."""
-    try:
-        args = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as exc:
-        return ToolCall(id=call_id, name=name, arguments=None, raw_arguments=raw,
-                        error=f"malformed arguments for {name}: {exc}")
-    if not isinstance(args, dict):
-        return ToolCall(id=call_id, name=name, arguments=None, raw_arguments=raw,
-                        error=f"arguments for {name} must be a JSON object, got {raw[:80]!r}")
-    return ToolCall(id=call_id, name=name, arguments=args, raw_arguments=raw)
 
 
 @dataclasses.dataclass
@@ -51,9 +41,6 @@ class OpenAIChatModel:
     def __init__(self, profile: ProfileConfig) -> None:
         self.profile = profile
         self.profile_name = profile.name
-        # (profile name, event loop) -> (key, client): pooled connections, rebuilt when the key
-        # changes, dropped after a connection error so a retry starts on a fresh connection.
-        self._clients: dict[tuple[str, int], tuple[str, openai.AsyncOpenAI]] = {}
         self._schema_as_json_object: set[str] = set()  # llama.cpp's response_format dialect
         self._no_stream_options: set[str] = set()  # servers that refuse stream_options
         self._no_tool_streams: set[str] = set()  # servers that cannot stream a tool turn
@@ -108,12 +95,6 @@ class OpenAIChatModel:
             last.args = (f"{last} — before that: " + "; ".join(map(str, failures[:-1])),)
         raise last
 
-    async def aclose(self) -> None:
-        """Close pooled connections (optional: they are closed when the model is dropped)."""
-        clients, self._clients = self._clients, {}
-        for _key, client in clients.values():
-            await client.close()
-
     async def _once(self, p: ProfileConfig, request: dict[str, Any],
                     on_token: TokenCallback | None, tally: _Tally) -> ChatResult:
         model = p.model or DEFAULT_MODEL
@@ -125,8 +106,8 @@ class OpenAIChatModel:
             exc.profile, exc.base_url = exc.profile or p.name, exc.base_url or p.base_url
             raise
         except openai.OpenAIError as exc:
-            if isinstance(exc, openai.APIConnectionError):
-                await self._drop_client(p)
+            if isinstance(exc, openai.APIConnectionError):  # the next call starts afresh
+                transport.POOL.drop(p.base_url, key, p.timeout_s)
             raise translate(exc, profile=p.name, base_url=p.base_url, model=model,
                             key_env=p.api_key_env, timeout_s=p.timeout_s, secret=key) from None
         return dataclasses.replace(result, profile=p.name, cost_usd=p.cost(result.usage))
@@ -179,25 +160,22 @@ class OpenAIChatModel:
     async def _send(self, p: ProfileConfig, kwargs: dict[str, Any],
                     on_token: TokenCallback | None, tally: _Tally, key: str) -> ChatResult:
         tally.http += 1
-        client = self._client(p, key)
+        client = transport.POOL.get(p.base_url, key, p.timeout_s)
         if on_token is None:
-            return _from_response(await client.chat.completions.create(**kwargs))
+            return await transport.complete(client, kwargs)
         if kwargs.get("tools") and p.name in self._no_tool_streams:
             # Learnt below: don't open a stream the server will break (and keep generating
             # into, since llama.cpp cannot interrupt a request); ask unstreamed at once.
-            result = _from_response(await client.chat.completions.create(**kwargs))
-            if result.text:
-                await _emit(on_token, result.text)
-            return result
+            return await _complete_then_emit(client, kwargs, on_token)
         try:
-            result = await _stream(client, kwargs, on_token,
-                                   usage=p.name not in self._no_stream_options)
+            result = await transport.stream(client, kwargs, on_token,
+                                            usage=p.name not in self._no_stream_options)
         except openai.BadRequestError as exc:
             if "stream_options" not in str(exc) or p.name in self._no_stream_options:
                 raise
             self._no_stream_options.add(p.name)
             tally.http += 1
-            result = await _stream(client, kwargs, on_token, usage=False)
+            result = await transport.stream(client, kwargs, on_token, usage=False)
         if result is not None:
             return result
         if not kwargs.get("tools"):
@@ -207,85 +185,18 @@ class OpenAIChatModel:
         # leaves the connection unusable. Ask again unstreamed, on a fresh connection, and
         # send this profile's tool turns unstreamed from now on.
         self._no_tool_streams.add(p.name)
-        await self._drop_client(p)
+        transport.POOL.drop(p.base_url, key, p.timeout_s)
         tally.http += 1
-        result = _from_response(await self._client(p, key).chat.completions.create(**kwargs))
-        if result.text:
-            await _emit(on_token, result.text)
-        return result
-
-    def _client(self, p: ProfileConfig, key: str) -> openai.AsyncOpenAI:
-        slot = (p.name, id(asyncio.get_running_loop()))
-        held = self._clients.get(slot)
-        if held is None or held[0] != key:
-            # Never the SDK's own OPENAI_API_KEY lookup: a local endpoint must not receive a
-            # key meant for another service. max_retries=0: retries are ours, so counted.
-            client = openai.AsyncOpenAI(base_url=p.base_url, api_key=key, timeout=p.timeout_s,
-                                        max_retries=0)
-            self._clients[slot] = held = (key, client)
-        return held[1]
-
-    async def _drop_client(self, p: ProfileConfig) -> None:
-        held = self._clients.pop((p.name, id(asyncio.get_running_loop())), None)
-        if held is not None:
-            await held[1].close()
+        return await _complete_then_emit(transport.POOL.get(p.base_url, key, p.timeout_s),
+                                         kwargs, on_token)
 
 
-async def _stream(client: openai.AsyncOpenAI, kwargs: dict[str, Any], on_token: TokenCallback,
-                  *, usage: bool) -> ChatResult | None:
-    """Stream one completion into a ChatResult; None when the stream held nothing at all."""
-    started = time.perf_counter()
-    extra = {"stream_options": {"include_usage": True}} if usage else {}
-    stream = await client.chat.completions.create(**kwargs, stream=True, **extra)
-    text: list[str] = []
-    calls: dict[int, dict[str, str]] = {}
-    finish = model = None
-    reported: Usage | None = None
-    ttft = None
-    async with stream:
-        async for chunk in stream:
-            model = chunk.model or model
-            if chunk.usage:
-                reported = Usage(chunk.usage.prompt_tokens or 0,
-                                 chunk.usage.completion_tokens or 0)
-            for choice in chunk.choices[:1]:
-                delta = choice.delta
-                finish = choice.finish_reason or finish
-                if delta.content or delta.tool_calls:
-                    ttft = ttft or (time.perf_counter() - started) * 1000
-                if delta.content:
-                    text.append(delta.content)
-                    await _emit(on_token, delta.content)
-                for tc in delta.tool_calls or []:
-                    slot = calls.setdefault(tc.index, {"id": "", "name": "", "args": ""})
-                    slot["id"] = tc.id or slot["id"]
-                    if tc.function:
-                        # OpenAI sends the name once; llama.cpp repeats it in every delta.
-                        name = tc.function.name or ""
-                        if name != slot["name"]:
-                            slot["name"] += name
-                        slot["args"] += tc.function.arguments or ""
-    if not (text or calls or finish):
-        return None
-    if finish is None:  # every compatible server ends with a finish reason: this was cut short
-        raise BadResponse(f"the stream broke off after {len(''.join(text))} characters",
-                          retryable=True)
-    tool_calls = [parse_tool_call(c["id"] or f"call_{i}", c["name"], c["args"])
-                  for i, c in sorted(calls.items())]
-    estimated = reported is None
-    if reported is None:  # llama.cpp's server sends no usage in streams: estimate, and say so
-        sent = json.dumps([kwargs["messages"], kwargs.get("tools")], ensure_ascii=False)
-        said = "".join(text) + "".join(c["name"] + c["args"] for c in calls.values())
-        reported = Usage(_estimate_tokens(sent), _estimate_tokens(said))
-    return ChatResult(text="".join(text), tool_calls=tool_calls, finish_reason=finish,
-                      usage=reported, ttft_ms=ttft, model=model or kwargs["model"],
-                      usage_estimated=estimated)
-
-
-async def _emit(on_token: TokenCallback, delta: str) -> None:
-    maybe = on_token(delta)
-    if inspect.isawaitable(maybe):
-        await maybe
+async def _complete_then_emit(client: openai.AsyncOpenAI, kwargs: dict[str, Any],
+                              on_token: TokenCallback) -> ChatResult:
+    result = await transport.complete(client, kwargs)
+    if result.text:
+        await transport.emit(on_token, result.text)
+    return result
 
 
 def _wire_messages(messages: list[dict[str, Any]], tool_results_as_user: bool) -> list[dict]:
@@ -310,28 +221,11 @@ def _wire_messages(messages: list[dict[str, Any]], tool_results_as_user: bool) -
     return out
 
 
-def _from_response(response: Any) -> ChatResult:
-    if not getattr(response, "choices", None):
-        raise BadResponse("the endpoint answered without any choice")
-    choice = response.choices[0]
-    message = choice.message
-    calls = [parse_tool_call(tc.id or f"call_{i}", tc.function.name, tc.function.arguments or "")
-             for i, tc in enumerate(message.tool_calls or []) if getattr(tc, "function", None)]
-    usage = Usage(response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0) \
-        if response.usage else Usage()
-    return ChatResult(text=message.content or "", tool_calls=calls,
-                      finish_reason=choice.finish_reason, usage=usage, model=response.model or "")
-
-
 def _backoff(p: ProfileConfig, attempt: int, exc: LLMError) -> float:
     delay = min(p.backoff_s * 2**attempt, MAX_BACKOFF_S)
     if exc.retry_after_s:  # the server's own word, within our cap
         delay = max(delay, min(exc.retry_after_s, MAX_BACKOFF_S))
     return delay
-
-
-def _estimate_tokens(text: str) -> int:
-    return max(1, round(len(text) / 4)) if text else 0
 
 
 def _as_json_object(fmt: Any) -> Any:

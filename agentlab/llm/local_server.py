@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 
 from agentlab.paths import var_dir
+from traces.workers import pid_alive
 
 MODEL_NAME = "smollm2-135m-instruct"  # the --model_alias: what /v1/models lists and replies name
 DEFAULT_PORT = 8766
@@ -64,20 +65,10 @@ def local_base_url() -> str:
         return url.rstrip("/")
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         state = json.loads((var_dir() / STATE_FILE).read_text())
-        if _pid_alive(int(state["pid"])):
+        if pid_alive(int(state["pid"])):
             return str(state["url"])
     # Port 0 means "any free port", known only from the state file of a running server.
     return f"http://127.0.0.1:{configured_port() or DEFAULT_PORT}/v1"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def default_threads() -> int:

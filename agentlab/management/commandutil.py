@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
-from agentlab.models import Agent
+from agentlab.models import Agent, ModelProfile
 
 
 def find_agent(ref: str) -> Agent:
@@ -37,12 +37,14 @@ def find_user(username: str | None) -> Any:
     return admin
 
 
-def needs_embedded(agents: list[Agent]) -> bool:
-    """True when one of the agents uses the embedded model and it is not answering."""
+def needs_embedded(agents: list[Agent], also: tuple[ModelProfile | None, ...] = ()) -> bool:
+    """True when one of the agents (or the `also` profiles, e.g. a judge) uses the embedded
+    model and it is not answering."""
     from agentlab.llm.local_server import local_base_url
 
     uses = [p for a in agents for p in (a.model_profile, *(rp.profile for rp in
                                                            a.role_profiles.all()))]
+    uses += [p for p in also if p is not None]
     if not any(p.is_embedded for p in uses):
         return False
     try:

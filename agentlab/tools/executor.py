@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import queue
 import threading
 import time
 from collections.abc import Collection, Mapping
@@ -62,10 +63,50 @@ def truncate(text: str, limit: int) -> tuple[str, bool]:
     return f"{text[:limit]}\n[truncated: {len(text):,} characters, first {limit:,} shown]", True
 
 
+class _DaemonThreads:
+    """Daemon threads kept for the next sync tool. Starting a thread waits for it to run, which
+    with other threads busy (the recorder's writer) takes up to a GIL switch interval (5 ms).
+    A tool that hangs keeps its thread; a call that finds no idle thread starts another, so a
+    hung tool never holds up the others; an idle thread ends after IDLE_S."""
+
+    IDLE_S = 60.0
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, job: Any) -> None:
+        with self._lock:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1  # claimed: that thread takes a job from the queue
+        self._jobs.put(job)
+        if start:
+            threading.Thread(target=self._work, name="agentlab-tool", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            try:
+                job = self._jobs.get(timeout=self.IDLE_S)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0:  # an unclaimed idle slot: give it up and end
+                        self._idle -= 1
+                        return
+                continue
+            job()
+            with self._lock:
+                self._idle += 1
+
+
+_THREADS = _DaemonThreads()
+
+
 def _in_daemon_thread(fn: Any, kwargs: dict[str, Any]) -> asyncio.Future[Any]:
-    """Run a sync tool in its own daemon thread. A thread cannot be killed, so on a timeout the
-    run goes on and the late result is dropped; unlike asyncio.to_thread, a hung tool then
-    never holds up the loop's shutdown or the process's exit."""
+    """Run a sync tool in a daemon thread. A thread cannot be killed, so on a timeout the run
+    goes on and the late result is dropped; unlike asyncio.to_thread, a hung tool then never
+    holds up the loop's shutdown or the process's exit."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
 
@@ -85,8 +126,7 @@ def _in_daemon_thread(fn: Any, kwargs: dict[str, Any]) -> asyncio.Future[Any]:
         with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
             loop.call_soon_threadsafe(settle, *outcome)
 
-    threading.Thread(target=target, name=f"tool-{getattr(fn, '__name__', 'tool')}",
-                     daemon=True).start()
+    _THREADS.submit(target)
     return future
 
 

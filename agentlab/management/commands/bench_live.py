@@ -36,6 +36,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def process_cpu_ms(pid: int) -> float | None:
+    """User + system CPU of a process so far, in ms (Linux /proc; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
 def wait_for(check: Any, what: str, timeout: float, proc: subprocess.Popen | None = None) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -92,12 +101,17 @@ class Command(BaseCommand):
         """One level, watched by the browser stand-in process (benchwatch)."""
         spec = {"port": port, "runs": run_ids, "timeout": timeout,
                 "cookie": f"{prepared['session_cookie']}={prepared['session']}"}
+        cpu_before = process_cpu_ms(self.server_pid)
         done = subprocess.run([sys.executable, "-m", "agentlab.benchwatch", json.dumps(spec)],
                               env=env, cwd=str(settings.BASE_DIR), capture_output=True,
                               text=True, timeout=timeout + 60)
         if done.returncode:
             raise CommandError(f"watching {len(run_ids)} run(s) failed:\n{done.stderr[-2000:]}")
-        return LevelResult.from_dict(json.loads(done.stdout.strip().splitlines()[-1]))
+        result = LevelResult.from_dict(json.loads(done.stdout.strip().splitlines()[-1]))
+        cpu_after = process_cpu_ms(self.server_pid)
+        if cpu_before is not None and cpu_after is not None and result.steps:
+            result.server_cpu_ms_per_step = (cpu_after - cpu_before) / result.steps
+        return result
 
     def say(self, text: str) -> None:
         self.stdout.write(text)
@@ -135,6 +149,7 @@ class Command(BaseCommand):
         url = f"http://127.0.0.1:{port}/healthz"
         wait_for(lambda: urllib.request.urlopen(url, timeout=2).status == 200, "daphne", 60,
                  daphne)
+        self.server_pid = daphne.pid
         return port, prepared
 
     def spawn(self, stack: ExitStack, cmd: list[str], env: dict[str, str],
@@ -165,6 +180,12 @@ class Command(BaseCommand):
                      f"{p['p99']:>8.1f} {p['max']:>8.1f} {r.steps_per_s:>8.0f} "
                      f"{r.overhead_ms_per_step:>17.2f} {r.failed:>6}")
         self.say("")
+        for r in results:
+            if r.server_cpu_ms_per_step is not None:
+                # Work moved to another thread is still here: the server's whole CPU per step.
+                self.say(f"{r.runs:>5} run(s): the server process used "
+                         f"{r.server_cpu_ms_per_step:.2f} ms of CPU per step (all its threads: "
+                         "runs, recorder, sockets)")
         for r in results:
             c = r.committed()
             self.say(f"{r.runs:>5} run(s): committed → arrival p50 {c['p50']:.1f} / p95 "

@@ -32,13 +32,17 @@ class Command(BaseCommand):
         parser.add_argument("--user", help="Record the runs as this user (default: first admin)")
         parser.add_argument("--judge", help="Model profile (name or id) for llm_judge cases")
         parser.add_argument("--limit", type=int, help="Only the first N cases")
+        parser.add_argument("--run-timeout", type=int, metavar="S",
+                            help="Cap every run's total timeout at S seconds (default: each "
+                                 "agent's own limit)")
         parser.add_argument("--title", default="", help="A title for the experiment")
         parser.add_argument("--markdown", action="store_true", help="Print the table as Markdown")
         parser.add_argument("--no-model", action="store_true",
                             help="Don't start the embedded model even if it is not running.")
 
     def handle(self, *args: Any, suite: str, agents: list[str], concurrency: int,
-               user: str | None, judge: str | None, limit: int | None, title: str,
+               user: str | None, judge: str | None, limit: int | None,
+               run_timeout: int | None, title: str,
                markdown: bool, no_model: bool, **options: Any) -> None:
         found = _suite(suite)
         rows = [find_agent(a) for a in dict.fromkeys(agents)]
@@ -47,13 +51,16 @@ class Command(BaseCommand):
         try:
             experiment = engine.create_experiment(
                 find_user(user), found, rows, title=title, concurrency=concurrency,
-                judge_profile=_profile(judge) if judge else None, case_limit=limit)
+                judge_profile=_profile(judge) if judge else None, case_limit=limit,
+                run_timeout_s=run_timeout)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         done, total = experiment.progress()
         self.stdout.write(f"Experiment {experiment.pk}: suite '{found.name}', {total // len(rows)}"
-                          f" case(s) × {len(rows)} agent(s), {concurrency} at a time")
-        server = start_embedded(self.stdout) if not no_model and needs_embedded(rows) else None
+                          f" case(s) × {len(rows)} agent(s), {concurrency} at a time"
+                          + (f", at most {run_timeout} s per run" if run_timeout else ""))
+        server = (start_embedded(self.stdout) if not no_model
+                  and needs_embedded(rows, (experiment.judge_profile,)) else None)
         tty = self.stdout.isatty()
         try:
             experiment = asyncio.run(engine.run_experiment(

@@ -38,10 +38,14 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from None
             env["AGENTLAB_LOCAL_LLM_URL"] = url
             self.stdout.write(f"  model ready at {url}")
+        from agentlab.evals.engine import mark_interrupted as mark_experiments
         from traces.recorder import mark_interrupted
 
         if n := mark_interrupted():
             self.stdout.write(f"• Marked {n} run(s) left by a stopped process as interrupted")
+        if n := mark_experiments():
+            self.stdout.write(f"• Marked {n} experiment(s) left by a stopped process as "
+                              "interrupted")
         self.stdout.write(self.style.SUCCESS(f"• Agent Lab: http://{host}:{port}/  (Ctrl-C stops)"))
         daphne = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),

@@ -1,0 +1,166 @@
+"""The wire under `OpenAIChatModel`: shared openai SDK clients, one completion, one stream.
+
+Two costs of the SDK are paid once instead of per call (measured in `manage.py bench_live`):
+- An `AsyncOpenAI` takes ~30 ms of CPU to build (its httpx client, SSL context). Every model of
+  every run on one event loop shares one client per (base URL, key, timeout), so its pooled
+  keep-alive connections are shared too.
+- `chat.completions.create` walks every message of the request through the SDK's TypedDict
+  transform (~5 ms for a 20-message conversation, growing with it) to convert values our
+  requests never hold: they are plain JSON already. `client.post` — the SDK's documented way to
+  send a request body as it is — skips that and keeps the rest: auth headers, timeouts, errors
+  (`APIStatusError`, `APIConnectionError`, …), and the parsed `ChatCompletion` / chunk stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import time
+import weakref
+from typing import Any
+
+import openai
+from openai.types.chat import ChatCompletion
+
+from agentlab.llm.errors import BadResponse
+from agentlab.llm.types import ChatResult, TokenCallback, ToolCall, Usage
+
+_PATH = "/chat/completions"
+_OPTIONS = {"security": {"bearer_auth": True}}  # what chat.completions.create sends
+
+
+def parse_tool_call(call_id: str, name: str, raw: str) -> ToolCall:
+    """A tool call with its arguments parsed; malformed JSON is kept raw with the reason."""
+    try:
+        args = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        return ToolCall(id=call_id, name=name, arguments=None, raw_arguments=raw,
+                        error=f"malformed arguments for {name}: {exc}")
+    if not isinstance(args, dict):
+        return ToolCall(id=call_id, name=name, arguments=None, raw_arguments=raw,
+                        error=f"arguments for {name} must be a JSON object, got {raw[:80]!r}")
+    return ToolCall(id=call_id, name=name, arguments=args, raw_arguments=raw)
+
+
+class ClientPool:
+    """One `AsyncOpenAI` per (base URL, key, timeout) and event loop, shared by all models.
+
+    Clients are bound to the loop that made them (their connections are), so each loop has its
+    own; a loop's clients go when the loop is collected."""
+
+    def __init__(self) -> None:
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
+                                               dict[tuple[str, str, float], openai.AsyncOpenAI]]
+        self._loops = weakref.WeakKeyDictionary()
+
+    def get(self, base_url: str, key: str, timeout_s: float) -> openai.AsyncOpenAI:
+        clients = self._loops.setdefault(asyncio.get_running_loop(), {})
+        slot = (base_url, key, timeout_s)
+        if (client := clients.get(slot)) is None:
+            # Never the SDK's own OPENAI_API_KEY lookup: a local endpoint must not receive a
+            # key meant for another service. max_retries=0: retries are ours, so counted.
+            client = clients[slot] = openai.AsyncOpenAI(base_url=base_url, api_key=key,
+                                                        timeout=timeout_s, max_retries=0)
+        return client
+
+    def drop(self, base_url: str, key: str, timeout_s: float) -> None:
+        """Forget the client (after a connection error, so the next call starts afresh). Other
+        runs may still be reading from it: it is closed once their requests have timed out."""
+        loop = asyncio.get_running_loop()
+        client = self._loops.get(loop, {}).pop((base_url, key, timeout_s), None)
+        if client is not None:
+            loop.call_later(timeout_s + 1, lambda: loop.create_task(client.close()))
+
+
+POOL = ClientPool()
+
+
+async def complete(client: openai.AsyncOpenAI, body: dict[str, Any]) -> ChatResult:
+    """One unstreamed completion."""
+    response = await client.post(_PATH, body=body, cast_to=ChatCompletion, options=_OPTIONS)
+    return from_response(response)
+
+
+async def stream(client: openai.AsyncOpenAI, body: dict[str, Any], on_token: TokenCallback,
+                 *, usage: bool) -> ChatResult | None:
+    """Stream one completion into a ChatResult; None when the stream held nothing at all."""
+    started = time.perf_counter()
+    extra = {"stream_options": {"include_usage": True}} if usage else {}
+    # Chunks as the JSON objects they are (AsyncStream[object]): the SDK still parses the
+    # server-sent events and raises the errors a stream carries, but skips building a pydantic
+    # model per chunk, which was most of the client's CPU per streamed call.
+    chunks = await client.post(_PATH, body={**body, "stream": True, **extra}, cast_to=object,
+                               options=_OPTIONS, stream=True,
+                               stream_cls=openai.AsyncStream[object])
+    text: list[str] = []
+    calls: dict[int, dict[str, str]] = {}
+    finish = model = None
+    reported: Usage | None = None
+    ttft = None
+    async with chunks:
+        async for chunk in chunks:
+            if not isinstance(chunk, dict):
+                raise BadResponse(f"the stream sent {str(chunk)[:80]!r}, not a JSON object",
+                                  retryable=True)
+            model = chunk.get("model") or model
+            if isinstance(usage_seen := chunk.get("usage"), dict):
+                reported = Usage(usage_seen.get("prompt_tokens") or 0,
+                                 usage_seen.get("completion_tokens") or 0)
+            for choice in (chunk.get("choices") or [])[:1]:
+                delta = choice.get("delta") or {}
+                finish = choice.get("finish_reason") or finish
+                content, deltas = delta.get("content"), delta.get("tool_calls")
+                if content or deltas:
+                    ttft = ttft or (time.perf_counter() - started) * 1000
+                if content:
+                    text.append(content)
+                    await emit(on_token, content)
+                for tc in deltas or []:
+                    slot = calls.setdefault(tc.get("index") or 0,
+                                            {"id": "", "name": "", "args": ""})
+                    slot["id"] = tc.get("id") or slot["id"]
+                    if function := tc.get("function"):
+                        # OpenAI sends the name once; llama.cpp repeats it in every delta.
+                        name = function.get("name") or ""
+                        if name != slot["name"]:
+                            slot["name"] += name
+                        slot["args"] += function.get("arguments") or ""
+    if not (text or calls or finish):
+        return None
+    if finish is None:  # every compatible server ends with a finish reason: this was cut short
+        raise BadResponse(f"the stream broke off after {len(''.join(text))} characters",
+                          retryable=True)
+    tool_calls = [parse_tool_call(c["id"] or f"call_{i}", c["name"], c["args"])
+                  for i, c in sorted(calls.items())]
+    estimated = reported is None
+    if reported is None:  # llama.cpp's server sends no usage in streams: estimate, and say so
+        sent = json.dumps([body["messages"], body.get("tools")], ensure_ascii=False)
+        said = "".join(text) + "".join(c["name"] + c["args"] for c in calls.values())
+        reported = Usage(_estimate_tokens(sent), _estimate_tokens(said))
+    return ChatResult(text="".join(text), tool_calls=tool_calls, finish_reason=finish,
+                      usage=reported, ttft_ms=ttft, model=model or body["model"],
+                      usage_estimated=estimated)
+
+
+async def emit(on_token: TokenCallback, delta: str) -> None:
+    maybe = on_token(delta)
+    if inspect.isawaitable(maybe):
+        await maybe
+
+
+def from_response(response: Any) -> ChatResult:
+    if not getattr(response, "choices", None):
+        raise BadResponse("the endpoint answered without any choice")
+    choice = response.choices[0]
+    message = choice.message
+    calls = [parse_tool_call(tc.id or f"call_{i}", tc.function.name, tc.function.arguments or "")
+             for i, tc in enumerate(message.tool_calls or []) if getattr(tc, "function", None)]
+    usage = Usage(response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0) \
+        if response.usage else Usage()
+    return ChatResult(text=message.content or "", tool_calls=calls,
+                      finish_reason=choice.finish_reason, usage=usage, model=response.model or "")
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, round(len(text) / 4)) if text else 0
