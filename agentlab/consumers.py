@@ -217,8 +217,7 @@ def live_frame(renderer: StepRenderer, run_id: int, event: dict[str, Any]) -> di
         html = _RENDERED[key] = renderer.html(step)
         if len(_RENDERED) > RENDER_CACHE_SIZE:
             _RENDERED.popitem(last=False)
-    return {"type": "step", "seq": step["seq"], "parent": step.get("parent"),
-            "kind": step["kind"], "status": step["status"], "html": html, "step": step}
+    return renderer.frame(step, html)
 
 
 def _approval(event: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from traces.bundle import (
     export_bundle,
     import_bundle,
     load_bundle,
-    row_from_record,
 )
 from traces.models import Run, Step
 from traces.schema import Step as StepRecord
@@ -50,7 +49,7 @@ def run(user):
         StepRecord(seq=3, kind="llm", name="m", text="It is 42.", started_at=1735787046.5),
         StepRecord(seq=4, kind="final", text="42", output="42", started_at=1735787047.0),
     ]
-    Step.objects.bulk_create(row_from_record(run.pk, s) for s in records)
+    Step.objects.bulk_create(Step.from_record(run.pk, s) for s in records)
     return run
 
 

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 import pytest
 from django.core.management import call_command
 
-from traces.bundle import row_from_record
 from traces.models import Run, Step
 from traces.otlp import export_otlp, span_id, trace_id
 from traces.schema import Step as StepRecord
@@ -44,7 +43,7 @@ def run(user):
         StepRecord(seq=4, kind="error", status="error", text="reached the limit",
                    started_at=t + 3),
     ]
-    Step.objects.bulk_create(row_from_record(run.pk, s) for s in records)
+    Step.objects.bulk_create(Step.from_record(run.pk, s) for s in records)
     return run
 
 

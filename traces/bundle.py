@@ -315,17 +315,6 @@ def import_bundle(data: Any, *, user: Any) -> Run:
             step_count=len(bundle.steps), **when,
             **{k: totals[k] for k in TOTAL_FIELDS if k in totals},
         )
-        Step.objects.bulk_create((row_from_record(row.pk, s) for s in bundle.steps),
+        Step.objects.bulk_create((Step.from_record(row.pk, s) for s in bundle.steps),
                                  batch_size=1000)
     return row
-
-
-def row_from_record(run_id: int, step: StepRecord) -> Step:
-    """An unsaved Step row for a schema Step (the recorder's mapping, for bulk inserts)."""
-    return Step(
-        run_id=run_id, seq=step.seq, parent=step.parent, kind=step.kind, role=step.role,
-        name=step.name, status=step.status, input=step.input, output=step.output,
-        text=step.text, started_at=datetime.fromtimestamp(step.started_at, tz=UTC),
-        duration_ms=step.duration_ms, tokens_in=step.tokens_in, tokens_out=step.tokens_out,
-        cost_usd=step.cost_usd, meta=step.meta or {},
-    )

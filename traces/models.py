@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.conf import settings
 from django.db import models
 from django.db.models import QuerySet
@@ -12,13 +14,17 @@ from traces.schema import Step as StepRecord
 ACTIVE_STATUSES = ("queued", "running", "paused")
 
 
-class RunQuerySet(models.QuerySet["Run"]):
-    def visible_to(self, user) -> QuerySet[Run]:  # noqa: ANN001 (auth user or AnonymousUser)
-        """A user sees their own runs; staff see all."""
+class OwnedQuerySet(models.QuerySet):
+    """Rows with a `user` owner: runs, comparisons, experiments, the same rule for each."""
+
+    def visible_to(self, user) -> QuerySet:  # noqa: ANN001 (auth user or AnonymousUser)
+        """A user sees their own; staff see all."""
         if not user.is_authenticated:
             return self.none()
         return self if user.is_staff else self.filter(user=user)
 
+
+class RunQuerySet(OwnedQuerySet):
     def active(self) -> QuerySet[Run]:
         return self.filter(status__in=ACTIVE_STATUSES)
 
@@ -99,6 +105,17 @@ class Step(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.seq} {self.kind} {self.name}"
+
+    @classmethod
+    def from_record(cls, run_id: int, step: StepRecord) -> Step:
+        """An unsaved row for a schema Step (the inverse of to_record; for bulk writes)."""
+        return cls(
+            run_id=run_id, seq=step.seq, parent=step.parent, kind=step.kind, role=step.role,
+            name=step.name, status=step.status, input=step.input, output=step.output,
+            text=step.text, started_at=datetime.fromtimestamp(step.started_at, tz=UTC),
+            duration_ms=step.duration_ms, tokens_in=step.tokens_in, tokens_out=step.tokens_out,
+            cost_usd=step.cost_usd, meta=step.meta or {},
+        )
 
     def to_record(self) -> StepRecord:
         return StepRecord(

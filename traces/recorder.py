@@ -27,9 +27,6 @@ from traces.schema import Step as StepRecord
 from traces.workers import left_by_dead_process, worker_id
 from traces.writer import WRITER
 
-__all__ = ["FINISHED_STATUSES", "Recorder", "TeeSink", "group_name", "mark_interrupted",
-           "worker_id"]
-
 log = logging.getLogger(__name__)
 
 FINISHED_STATUSES = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
@@ -74,7 +71,6 @@ class Recorder:
 
     def __init__(self, run_id: int, *, publish: bool = True) -> None:
         self.run_id = run_id
-        self.publish = publish
         self.layer = get_channel_layer() if publish else None
         self._versions: dict[int, int] = {}
         self._saved: set[int] = set()  # seqs with a row (touched by the writer thread only)
@@ -85,7 +81,7 @@ class Recorder:
         # version: which emission of this seq (consumers render each version once per process);
         # recorded_at / sent_at (epoch s: handed over / row written) measure publish latency.
         version = self._versions[step.seq] = self._versions.get(step.seq, 0) + 1
-        written = WRITER.step(self, record)
+        written = WRITER.step(self, StepRecord(**record))  # the row, from the same copy
         self._then(written, {"type": "run.step", "seq": step.seq, "step": record,
                              "version": version, "recorded_at": recorded_at})
         await written  # a row that cannot be written fails the run's step, as it should

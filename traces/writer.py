@@ -20,18 +20,18 @@ import queue
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from django.db import connection, transaction
 from django.db.models import F
 
 from traces.models import Run, Step
+from traces.schema import Step as StepRecord
 
 log = logging.getLogger(__name__)
 
-STEP_COLUMNS = ("parent", "kind", "role", "name", "status", "input", "output", "text",
-                "duration_ms", "tokens_in", "tokens_out", "cost_usd", "meta")
+# An upsert rewrites every column but its key.
+UPDATE_FIELDS = [f.name for f in Step._meta.concrete_fields if f.name not in ("id", "run", "seq")]
 
 
 class Owner(Protocol):
@@ -45,7 +45,7 @@ class Owner(Protocol):
 @dataclass
 class StepJob:
     owner: Owner
-    record: dict[str, Any]
+    record: StepRecord
 
 
 @dataclass
@@ -64,7 +64,7 @@ class Writer:
         self._started = False
         self._lock = threading.Lock()
 
-    def step(self, owner: Owner, record: dict[str, Any]) -> asyncio.Future[None]:
+    def step(self, owner: Owner, record: StepRecord) -> asyncio.Future[None]:
         """Upsert a step's row (by run and seq)."""
         return self._submit(StepJob(owner, record))
 
@@ -120,7 +120,7 @@ def _committed(jobs: list[Job]) -> list[Any]:
     with transaction.atomic():
         outcomes, rows = _write_together(jobs)
     for job in rows:  # only once committed: a rolled-back row is still new next time
-        job.owner.saved().add(job.record["seq"])
+        job.owner.saved().add(job.record.seq)
     return outcomes
 
 
@@ -129,20 +129,15 @@ def _write_together(jobs: list[Job]) -> tuple[list[Any], list[StepJob]]:
     steps = [job for job in jobs if isinstance(job, StepJob)]
     if steps:
         Step.objects.bulk_create(
-            [_row(j.owner.run_id, j.record) for j in steps], update_conflicts=True,
-            unique_fields=["run", "seq"], update_fields=[*STEP_COLUMNS, "started_at"])
+            [Step.from_record(j.owner.run_id, j.record) for j in steps], update_conflicts=True,
+            unique_fields=["run", "seq"], update_fields=UPDATE_FIELDS)
         # Only a run's own recorder writes its steps, so it knows which seqs are new rows.
-        new = Counter(j.owner.run_id for j in steps if j.record["seq"] not in j.owner.saved())
+        new = Counter(j.owner.run_id for j in steps if j.record.seq not in j.owner.saved())
         for run_id, count in new.items():
             Run.objects.filter(pk=run_id).update(step_count=F("step_count") + count)
     # Calls (statuses) after the steps: a run's status follows its steps.
     outcomes = [job.fn(*job.args) if isinstance(job, CallJob) else None for job in jobs]
     return outcomes, steps
-
-
-def _row(run_id: int, step: dict[str, Any]) -> Step:
-    return Step(run_id=run_id, seq=step["seq"], **{c: step[c] for c in STEP_COLUMNS},
-                started_at=datetime.fromtimestamp(step["started_at"], tz=UTC))
 
 
 def _settle(future: asyncio.Future[Any], outcome: Any) -> None:

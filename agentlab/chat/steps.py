@@ -36,11 +36,12 @@ class StepRenderer:
         view = step_view(step, run_start=self.run_start, depth=self.depth(step["seq"]))
         return _template().render({"step": view, "run": self.run})
 
-    def frame(self, step: dict[str, Any]) -> dict[str, Any]:
-        """A "step" frame of the protocol: the partial plus the step itself."""
+    def frame(self, step: dict[str, Any], html: str | None = None) -> dict[str, Any]:
+        """A "step" frame of the protocol: the partial (rendered here unless given) plus the
+        step itself."""
         return {"type": "step", "seq": step["seq"], "parent": step.get("parent"),
-                "kind": step["kind"], "status": step["status"], "html": self.html(step),
-                "step": step}
+                "kind": step["kind"], "status": step["status"],
+                "html": self.html(step) if html is None else html, "step": step}
 
 
 def _template() -> Any:

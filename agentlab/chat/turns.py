@@ -13,7 +13,7 @@ from agentlab.chat.models import ChatTurn, Conversation
 from agentlab.live import ControlError
 from agentlab.runner import create_run
 from traces.models import ACTIVE_STATUSES, Run
-from traces.recorder import worker_id
+from traces.workers import worker_id
 
 TITLE_CHARS = 80
 

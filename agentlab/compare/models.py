@@ -4,18 +4,11 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import QuerySet
+
+from traces.models import OwnedQuerySet
 
 MIN_AGENTS = 2
 MAX_AGENTS = 6
-
-
-class ComparisonQuerySet(models.QuerySet["Comparison"]):
-    def visible_to(self, user) -> QuerySet[Comparison]:  # noqa: ANN001 (auth user or anonymous)
-        """A user sees their own comparisons; staff see all (as for runs)."""
-        if not user.is_authenticated:
-            return self.none()
-        return self if user.is_staff else self.filter(user=user)
 
 
 class Comparison(models.Model):
@@ -26,7 +19,7 @@ class Comparison(models.Model):
     title = models.CharField(max_length=200, blank=True)
     created = models.DateTimeField(auto_now_add=True, db_index=True)
 
-    objects = ComparisonQuerySet.as_manager()
+    objects = OwnedQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created"]

@@ -11,7 +11,7 @@ from agentlab import live, runner
 from agentlab.compare.models import MIN_AGENTS, Comparison, ComparisonEntry
 from agentlab.models import Agent
 from traces.models import Run
-from traces.recorder import worker_id
+from traces.workers import worker_id
 
 
 @transaction.atomic

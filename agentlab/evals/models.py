@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q, QuerySet
 
+from traces.models import OwnedQuerySet
+
 SCORERS = ("exact", "contains", "numeric", "regex", "llm_judge")
 EXPERIMENT_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
 RESULT_STATUSES = ("pending", "running", "done", "error", "cancelled")
@@ -48,14 +50,6 @@ class Case(models.Model):
         return f"{self.suite_id}#{self.position}: {self.question[:60]}"
 
 
-class ExperimentQuerySet(models.QuerySet["Experiment"]):
-    def visible_to(self, user) -> QuerySet[Experiment]:  # noqa: ANN001 (auth user or anonymous)
-        """A user sees their own experiments; staff see all (as for runs)."""
-        if not user.is_authenticated:
-            return self.none()
-        return self if user.is_staff else self.filter(user=user)
-
-
 class Experiment(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="experiments"
@@ -87,7 +81,7 @@ class Experiment(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
-    objects = ExperimentQuerySet.as_manager()
+    objects = OwnedQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created"]

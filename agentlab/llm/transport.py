@@ -8,7 +8,8 @@ Two costs of the SDK are paid once instead of per call (measured in `manage.py b
   transform (~5 ms for a 20-message conversation, growing with it) to convert values our
   requests never hold: they are plain JSON already. `client.post` — the SDK's documented way to
   send a request body as it is — skips that and keeps the rest: auth headers, timeouts, errors
-  (`APIStatusError`, `APIConnectionError`, …), and the parsed `ChatCompletion` / chunk stream.
+  (`APIStatusError`, `APIConnectionError`, …) and SSE parsing. Replies and chunks are read as
+  the JSON objects they are, without a pydantic model each.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import weakref
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion
 
 from agentlab.llm.errors import BadResponse
 from agentlab.llm.types import ChatResult, TokenCallback, ToolCall, Usage
@@ -77,8 +77,8 @@ POOL = ClientPool()
 
 
 async def complete(client: openai.AsyncOpenAI, body: dict[str, Any]) -> ChatResult:
-    """One unstreamed completion."""
-    response = await client.post(_PATH, body=body, cast_to=ChatCompletion, options=_OPTIONS)
+    """One unstreamed completion, read as the JSON object it is (as stream chunks are)."""
+    response = await client.post(_PATH, body=body, cast_to=object, options=_OPTIONS)
     return from_response(response)
 
 
@@ -104,9 +104,7 @@ async def stream(client: openai.AsyncOpenAI, body: dict[str, Any], on_token: Tok
                 raise BadResponse(f"the stream sent {str(chunk)[:80]!r}, not a JSON object",
                                   retryable=True)
             model = chunk.get("model") or model
-            if isinstance(usage_seen := chunk.get("usage"), dict):
-                reported = Usage(usage_seen.get("prompt_tokens") or 0,
-                                 usage_seen.get("completion_tokens") or 0)
+            reported = _usage(chunk) or reported
             for choice in (chunk.get("choices") or [])[:1]:
                 delta = choice.get("delta") or {}
                 finish = choice.get("finish_reason") or finish
@@ -117,6 +115,8 @@ async def stream(client: openai.AsyncOpenAI, body: dict[str, Any], on_token: Tok
                     text.append(content)
                     await emit(on_token, content)
                 for tc in deltas or []:
+                    if not isinstance(tc, dict):
+                        continue
                     slot = calls.setdefault(tc.get("index") or 0,
                                             {"id": "", "name": "", "args": ""})
                     slot["id"] = tc.get("id") or slot["id"]
@@ -149,17 +149,26 @@ async def emit(on_token: TokenCallback, delta: str) -> None:
         await maybe
 
 
-def from_response(response: Any) -> ChatResult:
-    if not getattr(response, "choices", None):
+def from_response(data: Any) -> ChatResult:
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not choices or not isinstance(choices[0], dict):
         raise BadResponse("the endpoint answered without any choice")
-    choice = response.choices[0]
-    message = choice.message
-    calls = [parse_tool_call(tc.id or f"call_{i}", tc.function.name, tc.function.arguments or "")
-             for i, tc in enumerate(message.tool_calls or []) if getattr(tc, "function", None)]
-    usage = Usage(response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0) \
-        if response.usage else Usage()
-    return ChatResult(text=message.content or "", tool_calls=calls,
-                      finish_reason=choice.finish_reason, usage=usage, model=response.model or "")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    calls = [parse_tool_call(tc.get("id") or f"call_{i}", function.get("name") or "",
+                             function.get("arguments") or "")
+             for i, tc in enumerate(message.get("tool_calls") or [])
+             if isinstance(tc, dict) and (function := tc.get("function"))]
+    return ChatResult(text=message.get("content") or "", tool_calls=calls,
+                      finish_reason=choice.get("finish_reason"), usage=_usage(data) or Usage(),
+                      model=data.get("model") or "")
+
+
+def _usage(data: dict[str, Any]) -> Usage | None:
+    """The usage a response or a stream chunk reports, if any."""
+    if not isinstance(usage := data.get("usage"), dict):
+        return None
+    return Usage(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)
 
 
 def _estimate_tokens(text: str) -> int:

@@ -5,12 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString
 
 from traces import highlight as hl
 from traces import render
 
 register = template.Library()
+
+
+@register.filter
+def linked(value: Any, url: str | None) -> SafeString:
+    """`value` as a link to `url`, or as plain text where there is no url (a figure that
+    links to the runs behind it when there are any)."""
+    if url:
+        return format_html('<a href="{}">{}</a>', url, value)
+    return conditional_escape(value)
 
 
 @register.filter

@@ -19,7 +19,6 @@ from django.http import StreamingHttpResponse
 from django.test import Client
 from django.urls import reverse
 
-from traces.bundle import row_from_record
 from traces.diff import diff_steps
 from traces.models import Run, Step
 from traces.schema import Step as StepRecord
@@ -145,7 +144,7 @@ class Command(BaseCommand):
                                  final_answer="bench answer", step_count=n,
                                  started_at=datetime.now(tz=UTC), finished_at=datetime.now(tz=UTC))
         made.append(run.pk)
-        rows = (row_from_record(run.pk, s) for s in synthetic_steps(n))
+        rows = (Step.from_record(run.pk, s) for s in synthetic_steps(n))
         Step.objects.bulk_create(rows, batch_size=2000)
         self._get(user, reverse("run", args=[run.pk]))  # warm-up: templates, caches
         first, full, size = self._get(user, reverse("run", args=[run.pk]))
