@@ -6,8 +6,9 @@ relays a group message. Runs are asyncio tasks owned by `runner.py`; nothing her
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -16,8 +17,10 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from agentlab import live
 from agentlab.chat import turns
 from agentlab.chat.steps import StepRenderer
+from traces import fanout
 from traces.models import Run
 from traces.recorder import FINISHED_STATUSES, group_name
+from traces.workers import worker_id
 
 REFUSED = 4403  # anonymous, another user's, or missing: all look the same
 CONTROL_ACTIONS = ("pause", "resume", "step", "cancel", "edit", "approve", "deny")
@@ -60,26 +63,55 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
 
 class RunConsumer(LiveConsumer):
-    """/ws/runs/<id>/: backfill from the database, then the run's live group."""
+    """/ws/runs/<id>/: backfill from the database, then the run's live events: from the
+    recorder of this process directly (traces.fanout), from other processes through the
+    channel layer's group when it reaches them."""
 
     actions = ("sync", "start", "debug", *CONTROL_ACTIONS)
 
     async def connect(self) -> None:
         self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
-        self.synced = False
+        self.synced = self.syncing = False
         self.sent_max = 0
         self.settings: live.DebugSettings | None = None  # for a run not started yet
+        self.backlog: list[dict[str, Any]] = []  # live events heard while the sync reads
+        self.outbox: deque[dict[str, Any]] = deque()
+        self.sender: asyncio.Task[None] | None = None
         await self.accept()  # then close with a code the browser sees (no blind reconnects)
         self.joined = False
         if not await visible_run(self.scope["user"], self.run_id):
             return await self.refuse()
-        await self.channel_layer.group_add(group_name(self.run_id), self.channel_name)
+        fanout.subscribe(self.run_id, self.hear)
+        if fanout.remote_layer() is not None:
+            await self.channel_layer.group_add(group_name(self.run_id), self.channel_name)
         self.joined = True
 
     async def disconnect(self, code: int) -> None:
         # The run goes on without its watcher.
         if getattr(self, "joined", False):
-            await self.channel_layer.group_discard(group_name(self.run_id), self.channel_name)
+            fanout.unsubscribe(self.run_id, self.hear)
+            if fanout.remote_layer() is not None:
+                await self.channel_layer.group_discard(group_name(self.run_id),
+                                                       self.channel_name)
+
+    def hear(self, event: dict[str, Any]) -> None:
+        """A live event of the run (a fanout subscriber: called by the recorder, must not
+        block). Before a sync it is dropped (the sync reads it from the database: persist,
+        then publish); while the sync reads, it waits; after, it is sent at once."""
+        if not self.synced:
+            if self.syncing:
+                self.backlog.append(event)
+            return
+        self.outbox.append(event)
+        if self.sender is None or self.sender.done():
+            # Eager: the frame is rendered and written in this turn of the loop, not the next.
+            self.sender = asyncio.Task(self.send_outbox(), loop=asyncio.get_running_loop(),
+                                       eager_start=True)
+
+    async def send_outbox(self) -> None:
+        while self.outbox:
+            event = self.outbox.popleft()
+            await getattr(self, event["type"].replace(".", "_"))(event)
 
     # ------------------------------------------------------------------ browser -> server
 
@@ -87,16 +119,20 @@ class RunConsumer(LiveConsumer):
         last = frame.get("last_seq", 0)
         if not isinstance(last, int) or isinstance(last, bool) or last < 0:
             raise live.ControlError('"last_seq" must be a whole number ≥ 0')
-        # Live events that arrive while this reads the database wait in the channel and come
+        # Live events that arrive while this reads the database wait in the backlog and come
         # after; anything published before the read is in it (persist, then publish).
+        self.syncing = True
         steps, run = await backfill(self.run_id, last)
         self.renderer = StepRenderer(self.run_id, run_start=run["start"], parents=run["parents"])
         for step in steps:
             await self.send_json(self.renderer.frame(step))
         self.sent_max = max([last, *(s["seq"] for s in steps)])
         await self.send_state(run)
-        self.synced = True
+        self.synced, self.syncing = True, False
         await self.send_json({"type": "synced", "last_seq": self.sent_max})
+        backlog, self.backlog = self.backlog, []
+        for event in backlog:  # in order; a step already sent comes again as its update
+            self.hear(event)
 
     async def send_state(self, run: dict[str, Any]) -> None:
         control = live.get(self.run_id)
@@ -135,12 +171,12 @@ class RunConsumer(LiveConsumer):
     # ------------------------------------------------------------------ group -> browser
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        # The run's group messages touch no database, so they skip Channels' per-message
-        # close_old_connections(): a trip through the one thread-sensitive executor thread that
-        # every consumer in the process shares, which under load was most of a step's latency.
-        kind = message["type"]
-        if kind in RUN_EVENTS:
-            await getattr(self, kind.replace(".", "_"))(message)
+        # The run's group messages (from other processes) touch no database, so they skip
+        # Channels' per-message close_old_connections(), a trip through the one
+        # thread-sensitive executor thread every consumer in the process shares.
+        if message["type"] in RUN_EVENTS:
+            if message.get("origin") != worker_id():  # this process's came through fanout
+                self.hear(message)
         else:
             await super().dispatch(message)
 

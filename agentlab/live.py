@@ -17,11 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from channels.layers import get_channel_layer
-
 from agentlab import runner
 from agentlab.paradigms.context import Approval
-from traces.recorder import Recorder, group_name
+from traces.recorder import Recorder
 from traces.schema import Step
 
 LLM_REQUEST_KEYS = ("messages", "tools", "tool_choice", "response_format", "stop",
@@ -65,8 +63,8 @@ class Publisher(Protocol):
 
 
 class GroupPublisher:
-    """Statuses through the run's Recorder (persisted, then published); approval requests to
-    the run's group only (the approval step itself is already in the trace)."""
+    """Statuses through the run's Recorder (persisted, then published); approval requests
+    only published, after the steps before them (the approval step itself is in the trace)."""
 
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
@@ -76,7 +74,7 @@ class GroupPublisher:
         await self.recorder.status(status, detail)
 
     async def approval(self, step: Step) -> None:
-        await get_channel_layer().group_send(group_name(self.run_id), approval_message(step))
+        self.recorder.publish(approval_message(step))
 
 
 def approval_message(step: Step) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from asgiref.sync import sync_to_async
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.llm.types import ProfileConfig
 from agentlab.models import Agent
+from agentlab.paradigms import slots
 from agentlab.paradigms.base import (
     AgentSpec,
     Limits,
@@ -151,7 +152,8 @@ async def execute_run(run: Run, *, watchers: tuple[Any, ...] = (),
     paradigm = get_paradigm(run.paradigm)()
     RUNNING[run.pk] = ctx
     try:
-        return await execute(paradigm, ctx, run.input)
+        async with slots.computing():  # a few runs compute at once; see paradigms/slots.py
+            return await execute(paradigm, ctx, run.input)
     finally:
         RUNNING.pop(run.pk, None)
 

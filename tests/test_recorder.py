@@ -7,11 +7,11 @@ import subprocess
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.db import IntegrityError
 
+from traces import fanout
 from traces.models import Run, Step
-from traces.recorder import Recorder, group_name, mark_interrupted
+from traces.recorder import Recorder, mark_interrupted
 from traces.schema import Step as StepRecord
 
 
@@ -21,13 +21,12 @@ def make_run(user, **fields) -> Run:
 
 
 async def watched_run(user):
-    """A run, its recorder, and `heard(timeout)`: the next message its group gets."""
+    """A run, its recorder, and `heard(timeout)`: the next event a watcher of it in this
+    process gets (the way its sockets hear it)."""
     run = await sync_to_async(make_run)(user)
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    await layer.group_add(group_name(run.pk), channel)
-    return run, Recorder(run.pk), lambda timeout=2: asyncio.wait_for(layer.receive(channel),
-                                                                     timeout)
+    events: asyncio.Queue = asyncio.Queue()
+    fanout.subscribe(run.pk, events.put_nowait)
+    return run, Recorder(run.pk), lambda timeout=2: asyncio.wait_for(events.get(), timeout)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -147,3 +146,65 @@ def test_a_user_sees_only_their_own_runs_and_staff_see_all(client, user, other_u
     assert f"/runs/{mine.pk}/" in listing and f"/runs/{theirs.pk}/" not in listing
     client.force_login(staff)
     assert client.get(f"/runs/{theirs.pk}/").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_version_superseded_in_its_batch_is_written_once_and_not_shown(user):
+    """The writer's batches (traces/writer.py): a step's "running" version, which its run does
+    not wait for, and its end handed over before the writer took either are one row."""
+    from traces.writer import CallJob, StepJob, _committed
+
+    run = await sync_to_async(make_run)(user)
+    recorder = Recorder(run.pk, publish=False)
+    running = StepJob(recorder, StepRecord(seq=1, kind="tool", name="calculator",
+                                           status="running", input={"expression": "2+2"}))
+    done = StepJob(recorder, StepRecord(seq=1, kind="tool", name="calculator", status="ok",
+                                        input={"expression": "2+2"}, text="4"))
+    status = CallJob(lambda: "after the steps", ())
+    outcomes = await sync_to_async(_committed, thread_sensitive=False)([running, done, status])
+
+    assert outcomes == [None, None, "after the steps"]
+    assert (running.superseded, done.superseded) == (True, False)
+    rows = [r async for r in Step.objects.filter(run=run)]
+    assert [(r.seq, r.status, r.text) for r in rows] == [(1, "ok", "4")]
+    await run.arefresh_from_db()
+    assert run.step_count == 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_row_reads_back_as_the_step_that_was_recorded(user):
+    """Rows are written by one hand-built upsert (traces/upsert.py): JSON, text, times and
+    figures must come back as the ORM would have stored them, and a rewrite replaces them."""
+    run = await sync_to_async(make_run)(user)
+    recorder = Recorder(run.pk, publish=False)
+    first = StepRecord(seq=1, kind="llm", role="planner", name="m", status="running",
+                       parent=None, input={"messages": [{"role": "user", "content": "2+2 é ✓"}],
+                                           "tools": None}, started_at=1_700_000_000.25)
+    await recorder.step(first)
+    await recorder.flush()
+    final = StepRecord(seq=1, kind="llm", role="planner", name="m", status="ok", parent=None,
+                       input=first.input, output={"text": "4", "tool_calls": []}, text="4",
+                       started_at=first.started_at, duration_ms=12.5, tokens_in=7,
+                       tokens_out=1, cost_usd=0.0001, meta={"attempts": 1, "ttft_ms": None})
+    await recorder.step(final)
+    row = await Step.objects.aget(run=run, seq=1)
+    assert row.to_record() == final
+    await run.arefresh_from_db()
+    assert run.step_count == 1
+
+
+def test_one_failing_watcher_does_not_keep_the_others_from_a_step():
+    heard = []
+
+    def broken(message):
+        raise RuntimeError("this socket is gone")
+
+    fanout.subscribe(991, broken)
+    fanout.subscribe(991, heard.append)
+    try:
+        fanout.publish(991, {"type": "run.step", "seq": 1})
+        assert heard == [{"type": "run.step", "seq": 1}] and fanout.watchers(991) == 2
+    finally:
+        fanout.unsubscribe(991, broken)
+        fanout.unsubscribe(991, heard.append)
+    assert fanout.watchers(991) == 0

@@ -379,6 +379,20 @@ def test_payloads_are_escaped(client, user):
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
 
 
+def test_every_field_of_a_step_header_is_escaped(client, user):
+    """The step partial is built in Python (traces/step_html.py): names, roles, statuses, facts
+    and replay marks a model or tool chose must reach the page as text, never as markup."""
+    evil = "<img src=x onerror=alert(1)>"
+    run = make_run(user, [{"kind": "llm", "role": evil, "name": evil, "text": evil,
+                           "meta": {evil: evil, "divergence": evil, "replayed": True,
+                                    "source_seq": evil},
+                           "output": {"text": "", "tool_calls": [{"id": "c", "name": evil,
+                                                                  "arguments": {}}]}}])
+    client.force_login(user)
+    page = html(client.get(reverse("run", args=[run.pk])))
+    assert "<img src=x" not in page and page.count("&lt;img src=x onerror=alert(1)&gt;") >= 5
+
+
 def test_the_messages_panel_shows_the_conversation_the_model_saw(client, user):
     run = make_run(user)
     client.force_login(user)

@@ -1,14 +1,13 @@
-"""Steps -> rows, then -> the channel layer: persist first, publish second (DESIGN.md).
+"""Steps -> rows, then -> the run's watchers: persist first, publish second (DESIGN.md).
 
 How, and why (measured by `manage.py bench_live`): the process's one writer thread writes every
-run's rows, all that wait at once in one transaction (traces/writer.py). A run waits for its
-step's row — so what it recorded survives the process — but not for the publishing, which
-follows in the run's order (tokens after the step they belong to). A status waits until
-everything before it is published, so a final status never overtakes a step.
-
-Letting a run go on before its row was written (write-behind, one or more steps ahead) was
-measured too: more steps per second at one run, but worse latency at twenty, and a crash
-could lose what a run had already recorded.
+run's rows, all that wait at once in one transaction (traces/writer.py). A run waits for each
+finished step's row — so what it recorded survives the process — but not for a `running`
+version (its end follows at once; in one batch only the end is written and shown), nor for the
+publishing. Publishing follows in the run's order (tokens after the step they belong to) and
+happens in the loop turn the row is committed: this process's sockets are called directly
+(traces/fanout.py); the channel layer carries the events only to other processes. A status
+waits until everything before it is published, so a final status never overtakes a step.
 """
 
 from __future__ import annotations
@@ -17,11 +16,13 @@ import asyncio
 import logging
 import socket
 import time
-from typing import Any
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from channels.layers import get_channel_layer
 from django.utils import timezone
 
+from traces import fanout
 from traces.models import ACTIVE_STATUSES, Run
 from traces.schema import Step as StepRecord
 from traces.workers import left_by_dead_process, worker_id
@@ -55,23 +56,108 @@ def _save_status(run_id: int, status: str, detail: dict[str, Any]) -> None:
     Run.objects.filter(pk=run_id).update(**fields)
 
 
+@dataclass
+class _Entry:
+    message: dict[str, Any] | None  # None: its row could not be written, so it is not shown
+    ready: bool
+
+
 class _Lane:
-    """One run's publishing, in order (shared by every recorder of the run)."""
+    """One run's events in the order they were handed over (shared by every recorder of the
+    run): a step waits at its place until its row is written, tokens and approvals behind it."""
 
-    def __init__(self) -> None:
-        self.tail: asyncio.Task[None] | None = None
+    def __init__(self, run_id: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.run_id, self.loop = run_id, loop
+        self.entries: deque[_Entry] = deque()
+        self.idle: asyncio.Future[None] | None = None  # for status(): resolved once drained
+
+    def push(self, message: dict[str, Any], *, ready: bool) -> _Entry:
+        entry = _Entry(message, ready)
+        self.entries.append(entry)
+        if ready:
+            self.flush()
+        return entry
+
+    def flush(self) -> None:
+        """Publish every ready event at the head, in order (synchronous: no loop turn)."""
+        while self.entries and self.entries[0].ready:
+            message = self.entries.popleft().message
+            if message is not None:
+                _publish(self.run_id, message)
+        if not self.entries:
+            if _LANES.get(self.run_id) is self:
+                del _LANES[self.run_id]
+            if self.idle is not None and not self.idle.done():
+                self.idle.set_result(None)
+
+    async def drained(self) -> None:
+        while self.entries:
+            if self.idle is None or self.idle.done():
+                self.idle = self.loop.create_future()
+            await asyncio.shield(self.idle)
 
 
-_LANES: dict[int, _Lane] = {}  # run id -> its lane, while anything is being published
+_LANES: dict[int, _Lane] = {}  # run id -> its lane, while anything waits to be published
+
+
+def _lane(run_id: int) -> _Lane:
+    loop = asyncio.get_running_loop()
+    lane = _LANES.get(run_id)
+    if lane is None or lane.loop is not loop:  # a lane left by a loop that is gone (tests)
+        lane = _LANES[run_id] = _Lane(run_id, loop)
+    return lane
+
+
+def _publish(run_id: int, message: dict[str, Any]) -> None:
+    fanout.publish(run_id, message)
+    if (layer := fanout.remote_layer()) is not None:
+        _Remote.send(layer, run_id, {**message, "origin": worker_id()})
+
+
+class _Remote:
+    """One sender per run to a channel layer that reaches other processes, so its events
+    arrive there in order too."""
+
+    queues: ClassVar[dict[int, asyncio.Queue[dict[str, Any]]]] = {}
+
+    @classmethod
+    def send(cls, layer: Any, run_id: int, message: dict[str, Any]) -> None:
+        queue = cls.queues.get(run_id)
+        if queue is None:
+            queue = cls.queues[run_id] = asyncio.Queue()
+            task = asyncio.get_running_loop().create_task(cls._drain(layer, run_id, queue))
+            _BACKGROUND.add(task)
+            task.add_done_callback(_BACKGROUND.discard)
+        queue.put_nowait(message)
+
+    @classmethod
+    async def _drain(cls, layer: Any, run_id: int, queue: asyncio.Queue[dict[str, Any]]) -> None:
+        while True:
+            message = await queue.get()
+            try:
+                await layer.group_send(group_name(run_id), message)
+            except Exception:  # a full or absent layer must never lose a recorded step
+                log.exception("could not publish %s for run %s", message["type"], run_id)
+            if queue.empty():
+                cls.queues.pop(run_id, None)
+                return
+
+
+_BACKGROUND: set[asyncio.Task[None]] = set()
+
+
+def _quiet(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieved: a failed row fails the step's next version too
 
 
 class Recorder:
     """The StepSink of one run: each step is upserted by seq, then published; the run's totals
-    follow with its statuses."""
+    follow with its statuses. `publish=False` writes the rows only."""
 
     def __init__(self, run_id: int, *, publish: bool = True) -> None:
         self.run_id = run_id
-        self.layer = get_channel_layer() if publish else None
+        self.publishing = publish
         self._versions: dict[int, int] = {}
         self._saved: set[int] = set()  # seqs with a row (touched by the writer thread only)
 
@@ -81,61 +167,49 @@ class Recorder:
         # version: which emission of this seq (consumers render each version once per process);
         # recorded_at / sent_at (epoch s: handed over / row written) measure publish latency.
         version = self._versions[step.seq] = self._versions.get(step.seq, 0) + 1
-        written = WRITER.step(self, StepRecord(**record))  # the row, from the same copy
-        self._then(written, {"type": "run.step", "seq": step.seq, "step": record,
-                             "version": version, "recorded_at": recorded_at})
-        await written  # a row that cannot be written fails the run's step, as it should
+        if not self.publishing:
+            await WRITER.step(self, StepRecord(**record))
+            return
+        message = {"type": "run.step", "seq": step.seq, "step": record, "version": version,
+                   "recorded_at": recorded_at}
+        lane = _lane(self.run_id)
+        entry = lane.push(message, ready=False)
+
+        def written(error: BaseException | None, superseded: bool) -> None:  # once committed
+            if error is None and not superseded:
+                message["sent_at"] = time.time()
+            else:  # failed: the run is told by the future; what is not in the trace is not
+                entry.message = None  # shown. Superseded: the version after it is.
+            entry.ready = True
+            lane.flush()
+
+        # The row, from the same copy; a row that cannot be written fails the run's step.
+        written_row = WRITER.step(self, StepRecord(**record), then=written)
+        if step.status == "running":  # its end follows: the run waits for that one
+            written_row.add_done_callback(_quiet)
+            return
+        await written_row
 
     async def token(self, seq: int, delta: str) -> None:
-        message = {"type": "run.token", "seq": seq, "delta": delta}
-        lane = _LANES.get(self.run_id)
-        if lane is None or lane.tail is None:
-            await self._send(message)
-        else:  # after the step it belongs to
-            self._then(None, message)
+        self.publish({"type": "run.token", "seq": seq, "delta": delta})
 
     async def status(self, status: str, detail: dict[str, Any]) -> None:
         await self.flush()
         await WRITER.call(_save_status, self.run_id, status, detail)
-        await self._send({"type": "run.status", "status": status, "detail": detail})
+        self.publish({"type": "run.status", "status": status, "detail": detail})
+
+    def publish(self, message: dict[str, Any]) -> None:
+        """Publish `message` after every step handed over before it (at once if none waits)."""
+        if self.publishing:
+            _lane(self.run_id).push(message, ready=True)
 
     async def flush(self) -> None:
         """Wait until everything handed over so far is published."""
-        while (lane := _LANES.get(self.run_id)) is not None and lane.tail is not None:
-            await asyncio.shield(lane.tail)
+        if (lane := _LANES.get(self.run_id)) is not None:
+            await lane.drained()
 
     def saved(self) -> set[int]:  # for the writer (traces.writer.Owner)
         return self._saved
-
-    def _then(self, written: asyncio.Future[None] | None, message: dict[str, Any]) -> None:
-        lane = _LANES.setdefault(self.run_id, _Lane())
-        before = lane.tail
-
-        async def publish() -> None:
-            try:
-                if before is not None:
-                    await before
-                if written is not None:
-                    try:
-                        await written
-                    except Exception:  # the run was told; what is not in the trace is not shown
-                        return
-                    message["sent_at"] = time.time()
-                await self._send(message)
-            finally:
-                if lane.tail is task:  # the last in flight: the lane is idle
-                    lane.tail = None
-                    _LANES.pop(self.run_id, None)
-
-        task = lane.tail = asyncio.get_running_loop().create_task(publish())
-
-    async def _send(self, message: dict[str, Any]) -> None:
-        if self.layer is None:
-            return
-        try:
-            await self.layer.group_send(group_name(self.run_id), message)
-        except Exception:  # a full or absent channel layer must never lose a recorded step
-            log.exception("could not publish %s for run %s", message["type"], self.run_id)
 
 
 class TeeSink:

@@ -40,7 +40,13 @@ class Step:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """A deep copy as plain data. Through JSON when it can (C speed: the recorder copies
+        every version of every step), which is also the shape the database gives back."""
+        data = {name: getattr(self, name) for name in _FIELD_NAMES}
+        try:
+            return json.loads(json.dumps(data))
+        except (TypeError, ValueError):  # not JSON (a test's or a tool's object): copy as is
+            return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Step:
@@ -64,6 +70,9 @@ class Step:
         if "meta" in data and data["meta"] is None:
             data = {**data, "meta": {}}
         return cls(**data)
+
+
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Step))
 
 
 def normalise_args(arguments: Any) -> str:

@@ -6,9 +6,11 @@ the event loop busy, each write the thread starts waits for the GIL, so twenty r
 written one by one queue behind each other; written as one upsert in one transaction they cost
 about what one did (measured by `manage.py bench_live`).
 
-A batch keeps each run's order: its steps are written before its status (a run waits for its
-writes, so its own jobs are never out of order). If a batch fails, each job is tried on its
-own, so one bad row (its run deleted meanwhile) fails alone and its caller hears why.
+A batch keeps each run's order: jobs are taken in the order they were handed over, and a
+run's steps are written before its status. Two versions of one step in a batch (a `running`
+version its run did not wait for, then its end) are one row: the later. If a batch fails, each
+job is tried on its own, so one bad row (its run deleted meanwhile) fails alone and its caller
+hears why.
 """
 
 from __future__ import annotations
@@ -19,19 +21,17 @@ import logging
 import queue
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from django.db import connection, transaction
-from django.db.models import F
 
-from traces.models import Run, Step
 from traces.schema import Step as StepRecord
+from traces.upsert import add_step_counts, upsert_steps
 
 log = logging.getLogger(__name__)
 
-# An upsert rewrites every column but its key.
-UPDATE_FIELDS = [f.name for f in Step._meta.concrete_fields if f.name not in ("id", "run", "seq")]
 
 
 class Owner(Protocol):
@@ -46,6 +46,11 @@ class Owner(Protocol):
 class StepJob:
     owner: Owner
     record: StepRecord
+    # Called on the caller's loop once the row is committed (or failed), before the caller's
+    # future is settled and in the same turn: the recorder publishes from it. Its second
+    # argument: a later version of the row came in the same batch and was written instead.
+    then: Callable[[BaseException | None, bool], None] | None = None
+    superseded: bool = False
 
 
 @dataclass
@@ -64,9 +69,12 @@ class Writer:
         self._started = False
         self._lock = threading.Lock()
 
-    def step(self, owner: Owner, record: StepRecord) -> asyncio.Future[None]:
-        """Upsert a step's row (by run and seq)."""
-        return self._submit(StepJob(owner, record))
+    def step(self, owner: Owner, record: StepRecord,
+             then: Callable[[BaseException | None, bool], None] | None = None,
+             ) -> asyncio.Future[None]:
+        """Upsert a step's row (by run and seq); `then(error or None, superseded)` runs on the
+        caller's loop once it is done."""
+        return self._submit(StepJob(owner, record, then))
 
     def call(self, fn: Any, *args: Any) -> asyncio.Future[Any]:
         """Run `fn(*args)` on the writer thread, after everything submitted before it."""
@@ -95,9 +103,13 @@ class Writer:
             except BaseException as exc:  # the thread must survive anything
                 log.exception("the recorder's writer failed a batch")
                 outcomes = [exc] * len(batch)
-            for (_job, loop, future), outcome in zip(batch, outcomes, strict=True):
+            # One hand-over per loop, not per job: each wakes the loop and waits for its turn.
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Job, asyncio.Future, Any]]] = {}
+            for (job, loop, future), outcome in zip(batch, outcomes, strict=True):
+                by_loop.setdefault(loop, []).append((job, future, outcome))
+            for loop, settled in by_loop.items():
                 with contextlib.suppress(RuntimeError):  # its loop is gone: nobody waits
-                    loop.call_soon_threadsafe(_settle, future, outcome)
+                    loop.call_soon_threadsafe(_settle_all, settled)
 
     def _write(self, jobs: list[Job]) -> list[Any]:
         try:
@@ -125,28 +137,40 @@ def _committed(jobs: list[Job]) -> list[Any]:
 
 
 def _write_together(jobs: list[Job]) -> tuple[list[Any], list[StepJob]]:
-    # One row per (run, seq): a run waits for each write, so a batch holds one version of each.
-    steps = [job for job in jobs if isinstance(job, StepJob)]
-    if steps:
-        Step.objects.bulk_create(
-            [Step.from_record(j.owner.run_id, j.record) for j in steps], update_conflicts=True,
-            unique_fields=["run", "seq"], update_fields=UPDATE_FIELDS)
-        # Only a run's own recorder writes its steps, so it knows which seqs are new rows.
-        new = Counter(j.owner.run_id for j in steps if j.record.seq not in j.owner.saved())
-        for run_id, count in new.items():
-            Run.objects.filter(pk=run_id).update(step_count=F("step_count") + count)
+    # One row per (run, seq), its latest version: an earlier one (a step's "running" version,
+    # which its run did not wait for) is superseded by the version after it in the same batch.
+    latest: dict[tuple[int, int], StepJob] = {}
+    for job in jobs:
+        if isinstance(job, StepJob):
+            job.superseded = False  # afresh: a failed batch is tried again job by job
+            key = (job.owner.run_id, job.record.seq)
+            if (earlier := latest.pop(key, None)) is not None:
+                earlier.superseded = True
+            latest[key] = job
+    steps = list(latest.values())
+    upsert_steps((j.owner.run_id, j.record) for j in steps)
+    # Only a run's own recorder writes its steps, so it knows which seqs are new rows.
+    add_step_counts(Counter(j.owner.run_id for j in steps if j.record.seq not in j.owner.saved()))
     # Calls (statuses) after the steps: a run's status follows its steps.
     outcomes = [job.fn(*job.args) if isinstance(job, CallJob) else None for job in jobs]
     return outcomes, steps
 
 
-def _settle(future: asyncio.Future[Any], outcome: Any) -> None:
-    if future.done():
-        return
-    if isinstance(outcome, BaseException):
-        future.set_exception(outcome)
-    else:
-        future.set_result(outcome)
+def _settle_all(settled: list[tuple[Job, asyncio.Future[Any], Any]]) -> None:
+    for job, future, outcome in settled:
+        failed = outcome if isinstance(outcome, BaseException) else None
+        if isinstance(job, StepJob) and job.then is not None:
+            try:
+                job.then(failed, job.superseded)
+            except Exception:  # publishing must never keep the run from its row's outcome
+                log.exception("after writing step %s of run %s", job.record.seq,
+                              job.owner.run_id)
+        if future.done():
+            continue
+        if failed is not None:
+            future.set_exception(failed)
+        else:
+            future.set_result(outcome)
 
 
 WRITER = Writer()

@@ -5,13 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from django.template import TemplateDoesNotExist
-from django.template.loader import get_template
-
 from traces.render import step_view
-
-STEP_PARTIAL = "traces/step_list.html#step"
-FALLBACK = "live/_step_fallback.html"
+from traces.step_html import step_html
 
 
 class StepRenderer:
@@ -34,7 +29,7 @@ class StepRenderer:
     def html(self, step: dict[str, Any]) -> str:
         self.parents[step["seq"]] = step.get("parent")
         view = step_view(step, run_start=self.run_start, depth=self.depth(step["seq"]))
-        return _template().render({"step": view, "run": self.run})
+        return step_html(view, self.run)
 
     def frame(self, step: dict[str, Any], html: str | None = None) -> dict[str, Any]:
         """A "step" frame of the protocol: the partial (rendered here unless given) plus the
@@ -43,9 +38,3 @@ class StepRenderer:
                 "kind": step["kind"], "status": step["status"],
                 "html": self.html(step) if html is None else html, "step": step}
 
-
-def _template() -> Any:
-    try:
-        return get_template(STEP_PARTIAL)
-    except TemplateDoesNotExist:  # a checkout without the trace viewer's partial
-        return get_template(FALLBACK)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentlab.llm.errors import LLMError
+from agentlab.paradigms import slots
 from agentlab.paradigms.limits import (
     BudgetExceeded,
     Limits,
@@ -105,7 +106,8 @@ class RunContext(ScopedContext):
             self._open[step.seq] = step
         else:
             self._open.pop(step.seq, None)
-        await self.sink.step(step)
+        async with slots.waiting():
+            await self.sink.step(step)
         return step
 
     async def close_open_steps(self, reason: str) -> None:
@@ -131,7 +133,8 @@ class RunContext(ScopedContext):
         if self.checkpoint_hook is None:
             return None
         with deadline_lifted(self.timeout):
-            edited = await self.checkpoint_hook(step)
+            async with slots.waiting():  # a pause may last: others compute meanwhile
+                edited = await self.checkpoint_hook(step)
         self.raise_if_cancelled()  # the user may have cancelled while the run was paused
         return edited
 
@@ -182,11 +185,12 @@ class RunContext(ScopedContext):
             await self.sink.token(seq, delta)
 
         try:
-            result = await model.chat(request["messages"], tools=request["tools"],
-                                      tool_choice=request["tool_choice"],
-                                      response_format=request["response_format"],
-                                      stop=request["stop"], temperature=request["temperature"],
-                                      max_tokens=request["max_tokens"], on_token=on_token)
+            async with slots.waiting():
+                result = await model.chat(
+                    request["messages"], tools=request["tools"],
+                    tool_choice=request["tool_choice"], response_format=request["response_format"],
+                    stop=request["stop"], temperature=request["temperature"],
+                    max_tokens=request["max_tokens"], on_token=on_token)
         except LLMError as exc:
             self.totals.model_ms += (time.perf_counter() - started) * 1000
             await self.finish(step, status="error", started=started,
@@ -235,7 +239,8 @@ class RunContext(ScopedContext):
         started = time.perf_counter()
         self.totals.tool_calls += 1
         try:
-            result = await self.executor.run(name, args, timeout_s=self.limits.tool_timeout_s)
+            async with slots.waiting():
+                result = await self.executor.run(name, args, timeout_s=self.limits.tool_timeout_s)
         except asyncio.CancelledError:
             await self._interrupted(step, started)
             raise
@@ -271,7 +276,8 @@ class RunContext(ScopedContext):
                                     input=args, status="running"))
         started = time.perf_counter()
         with deadline_lifted(self.timeout):
-            decision = await self.approver(step)
+            async with slots.waiting():
+                decision = await self.approver(step)
         self.raise_if_cancelled()
         step.meta.update(approved=decision.approved, reason=decision.reason)
         await self.finish(step, started=started, output={

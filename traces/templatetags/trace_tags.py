@@ -10,6 +10,7 @@ from django.utils.safestring import SafeString
 
 from traces import highlight as hl
 from traces import render
+from traces.step_html import step_html as _step_html
 
 register = template.Library()
 
@@ -21,6 +22,12 @@ def linked(value: Any, url: str | None) -> SafeString:
     if url:
         return format_html('<a href="{}">{}</a>', url, value)
     return conditional_escape(value)
+
+
+@register.simple_tag
+def step_html(step: render.StepView, run: Any = None) -> SafeString:
+    """One step's article (traces/step_html.py)."""
+    return _step_html(step, run)
 
 
 @register.filter

