@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 import threading
 import time
@@ -31,8 +32,9 @@ def tool_calls_for(steps: int) -> int:
 def _reply(body: dict[str, Any], calls: int) -> dict[str, Any]:
     done = sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
     if done < calls and body.get("tools"):
-        # A new expression each time: the same call again and again is a loop the runtime stops.
-        args = json.dumps({"expression": f"6*7+{done}"})
+        # A new expression each time: the same call again and again is a loop the runtime stops,
+        # and no two runs share one (nothing rendered for one run is reused for another).
+        args = json.dumps({"expression": f"{random.randint(2, 10**9)}*7+{done}"})
         return {"tool_calls": [{"id": f"call_{done}", "type": "function",
                                 "function": {"name": "calculator", "arguments": args}}]}
     return {"content": "The answer is 42."}

@@ -40,6 +40,7 @@ def _lexer(name: str) -> Lexer:
 _FORMATTER = HtmlFormatter(cssclass=CSS_CLASS)
 
 
+@lru_cache(maxsize=1024)  # a live step is rendered again for each version, with the same input
 def highlight(code: str, lexer: str) -> SafeString:
     """`code` as highlighted HTML; Pygments escapes every token, so the result is safe."""
     if lexer in ("", "text"):
@@ -83,7 +84,15 @@ def highlight_value(value: Any) -> SafeString:
     """Any payload: strings by their look, everything else as indented JSON."""
     if isinstance(value, str):
         return highlight(value, guess_lexer(value))
-    return highlight(to_json(value), "json")
+    try:  # compact JSON (C speed) finds a value highlighted before without indenting it again
+        return _highlight_json(json.dumps(value, ensure_ascii=False))
+    except (TypeError, ValueError):
+        return highlight(to_json(value), "json")
+
+
+@lru_cache(maxsize=512)
+def _highlight_json(compact: str) -> SafeString:
+    return highlight(to_json(json.loads(compact)), "json")
 
 
 def code_blocks(value: Any) -> list[tuple[str, SafeString]]:
