@@ -40,11 +40,20 @@ def _lexer(name: str) -> Lexer:
 _FORMATTER = HtmlFormatter(cssclass=CSS_CLASS)
 
 
-@lru_cache(maxsize=1024)  # a live step is rendered again for each version, with the same input
+CACHED_CHARS = 4096  # payloads up to this size keep their highlighting (a few MB at most)
+
+
 def highlight(code: str, lexer: str) -> SafeString:
     """`code` as highlighted HTML; Pygments escapes every token, so the result is safe."""
     if lexer in ("", "text"):
         return plain(code)
+    if len(code) <= CACHED_CHARS:  # a live step is rendered again for each of its versions
+        return _highlighted(code, lexer)
+    return mark_safe(pygments_highlight(code, _lexer(lexer), _FORMATTER))  # noqa: S308
+
+
+@lru_cache(maxsize=1024)
+def _highlighted(code: str, lexer: str) -> SafeString:
     return mark_safe(pygments_highlight(code, _lexer(lexer), _FORMATTER))  # noqa: S308
 
 
@@ -85,9 +94,12 @@ def highlight_value(value: Any) -> SafeString:
     if isinstance(value, str):
         return highlight(value, guess_lexer(value))
     try:  # compact JSON (C speed) finds a value highlighted before without indenting it again
-        return _highlight_json(json.dumps(value, ensure_ascii=False))
+        compact = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return highlight(to_json(value), "json")
+    if len(compact) > CACHED_CHARS:
+        return highlight(to_json(value), "json")
+    return _highlight_json(compact)
 
 
 @lru_cache(maxsize=512)
