@@ -86,7 +86,7 @@ def _epoch(value: datetime | float | None) -> float | None:
 
 
 def step_view(row: dict[str, Any], *, run_start: datetime | float | None = None,
-              depth: int = 0, folded_inline: int = FOLDED_INLINE) -> StepView:
+              depth: int = 0) -> StepView:
     """A StepView from a dict of step fields. `input`/`output`/`text` may be missing (too big to
     load): then `<field>_size` says how big and the page fetches it when opened."""
     kind = row["kind"]
@@ -101,7 +101,7 @@ def step_view(row: dict[str, Any], *, run_start: datetime | float | None = None,
     )
     _set_text(view, row)
     for name in ("input", "output"):
-        if payload := _payload(kind, name, row, folded_inline):
+        if payload := _payload(kind, name, row):
             view.payloads.append(payload)
     if kind in ("tool", "approval") and isinstance(row.get("input"), dict):
         view.code = hl.code_blocks(row["input"])
@@ -126,7 +126,7 @@ def _set_text(view: StepView, row: dict[str, Any]) -> None:
         view.text_html = hl.highlight(view.text, lexer)
 
 
-def _payload(kind: str, name: str, row: dict[str, Any], folded_inline: int) -> Payload | None:
+def _payload(kind: str, name: str, row: dict[str, Any]) -> Payload | None:
     label = (INPUT_LABELS if name == "input" else OUTPUT_LABELS).get(kind, name.title())
     folded = (kind, name) in FOLDED
     if name not in row:
@@ -136,7 +136,7 @@ def _payload(kind: str, name: str, row: dict[str, Any], folded_inline: int) -> P
         return None  # nothing to show, or the text already shows it (a final answer)
     size = len(value) if isinstance(value, str) else (
         row.get(f"{name}_size") or hl.json_size(value))
-    if folded and size > folded_inline:
+    if folded and size > FOLDED_INLINE:
         return Payload(name, label, size, None)  # shown elsewhere: fetched only when opened
     return Payload(name, label, size, hl.highlight_value(value), open=not folded)
 

@@ -28,11 +28,7 @@ class StepRenderer:
 
     def html(self, step: dict[str, Any]) -> str:
         self.parents[step["seq"]] = step.get("parent")
-        # Folded payloads (the raw request and response, a tool's raw output) are fetched when
-        # opened: live, every version of every step is rendered, and they cost the most to
-        # highlight while most are never opened.
-        view = step_view(step, run_start=self.run_start, depth=self.depth(step["seq"]),
-                         folded_inline=0)
+        view = step_view(step, run_start=self.run_start, depth=self.depth(step["seq"]))
         return step_html(view, self.run)
 
     def frame(self, step: dict[str, Any], html: str | None = None) -> dict[str, Any]:
