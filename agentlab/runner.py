@@ -144,7 +144,9 @@ async def execute_run(run: Run, *, watchers: tuple[Any, ...] = (),
     built context before it runs (replay and forks wrap its models, tools and sink)."""
     user = await sync_to_async(lambda: run.user)()
     groups = await sync_to_async(lambda: list(user.groups.values_list("name", flat=True)))()
-    sink = TeeSink(Recorder(run.pk), *watchers) if watchers else Recorder(run.pk)
+    # A finished step's row is waited for only while other runs wait for the CPU.
+    recorder = Recorder(run.pk, ahead=slots.free)
+    sink = TeeSink(recorder, *watchers) if watchers else recorder
     ctx = build_context(run.agent_snapshot, sink=sink, user_groups=groups,
                         is_superuser=user.is_superuser, history=run.history, **hooks)
     if prepare is not None:

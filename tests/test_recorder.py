@@ -208,3 +208,20 @@ def test_one_failing_watcher_does_not_keep_the_others_from_a_step():
         fanout.unsubscribe(991, broken)
         fanout.unsubscribe(991, heard.append)
     assert fanout.watchers(991) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_run_that_goes_on_before_its_row_is_written_hears_of_a_failure_by_durable(user):
+    """With `ahead` (the runner's: no other run waits for the CPU), a finished step's row is not
+    waited for at once; `durable()` waits for it, and raises what waiting would have."""
+    run = await sync_to_async(make_run)(user)
+    recorder = Recorder(run.pk, ahead=lambda: True)
+    await recorder.step(StepRecord(seq=1, kind="tool", name="calculator", status="ok"))
+    await recorder.durable()
+    assert await Step.objects.filter(run=run, seq=1).aexists()
+
+    await run.adelete()  # the next row cannot be written
+    await recorder.step(StepRecord(seq=2, kind="tool", name="calculator", status="ok"))
+    with pytest.raises(IntegrityError):
+        await recorder.durable()
+    await recorder.durable()  # told once

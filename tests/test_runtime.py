@@ -13,6 +13,7 @@ from agentlab.paradigms.base import (
     BudgetExceeded,
     Limits,
     LoopDetected,
+    MemorySink,
     Paradigm,
     execute,
     get_paradigm,
@@ -128,6 +129,31 @@ async def test_tool_step_records_arguments_result_and_observation() -> None:
                                                                 {"city": "Paris"})
     assert step.output == result.to_dict() and step.text == result.observation
     assert ctx.findings == [result.observation] and ctx.totals.tool_calls == 1
+
+
+async def test_a_tool_acts_only_once_everything_before_it_is_stored() -> None:
+    """A sink with `durable()` (the Recorder: rows written behind a run) is awaited before a
+    tool runs, so what led to the call is in the trace before the tool has any effect."""
+    order = []
+
+    class BehindSink(MemorySink):
+        async def durable(self) -> None:
+            await asyncio.sleep(0.01)  # rows still being written
+            order.append(("stored", len(self.events)))
+
+    @tool
+    def effect(note: str) -> str:
+        """Change the world."""
+        order.append(("tool", note))
+        return "done"
+
+    ctx, _ = make_context(ScriptedModel([]), [effect])
+    ctx.sink = sink = BehindSink()
+    await ctx.emit(Step(kind="thought", text="I will change the world"))
+    await ctx.tool("effect", {"note": "now"})
+    # The thought and the tool's own running step were stored before the tool acted.
+    assert order == [("stored", 2), ("tool", "now")]
+    assert [s.kind for s in sink.steps] == ["thought", "tool"]
 
 
 async def test_tool_needing_approval_is_denied_without_an_approver() -> None:

@@ -75,3 +75,25 @@ async def test_a_cancelled_run_gives_its_slot_back():
     started = time.monotonic()
     async with slots.computing(1):
         assert time.monotonic() - started < slots.PATIENCE_S / 2  # free at once
+
+
+async def test_a_slot_is_free_only_while_no_run_waits_for_one():
+    assert not slots.free()  # outside a run nobody can tell
+    held, go_on = asyncio.Event(), asyncio.Event()
+    seen = []
+
+    async def first() -> None:
+        async with slots.computing(1):
+            seen.append(slots.free())  # holding the only slot: none free
+            async with slots.waiting():
+                seen.append(slots.free())  # handed back, nobody else waiting
+                held.set()
+                await go_on.wait()
+
+    task = asyncio.create_task(first())
+    await held.wait()
+    async with slots.computing(1), slots.waiting():
+        pass
+    go_on.set()
+    await task
+    assert seen == [False, True]

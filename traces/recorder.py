@@ -1,10 +1,11 @@
 """Steps -> rows, then -> the run's watchers: persist first, publish second (DESIGN.md).
 
 How, and why (measured by `manage.py bench_live`): the process's one writer thread writes every
-run's rows, all that wait at once in one transaction (traces/writer.py). A run waits for each
-finished step's row — so what it recorded survives the process — but not for a `running`
-version (its end follows at once; in one batch only the end is written and shown), nor for the
-publishing. Publishing follows in the run's order (tokens after the step they belong to) and
+run's rows, all that wait at once in one transaction (traces/writer.py). A run waits for a
+finished step's row — so what it recorded survives the process — unless no other run waits
+for the CPU (then waiting only idles it: the rows are waited for before its next tool call, at
+most MAX_AHEAD behind, and before its status); never for a `running` version (its end follows
+at once; in one batch only the end is written and shown), nor for the publishing. Publishing follows in the run's order (tokens after the step they belong to) and
 happens in the loop turn the row is committed: this process's sockets are called directly
 (traces/fanout.py); the channel layer carries the events only to other processes. A status
 waits until everything before it is published, so a final status never overtakes a step.
@@ -17,6 +18,7 @@ import logging
 import socket
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -146,6 +148,13 @@ class _Remote:
 _BACKGROUND: set[asyncio.Task[None]] = set()
 
 
+MAX_AHEAD = 8  # finished rows a run may have handed over without waiting for them
+
+
+def _written_ok(future: asyncio.Future[None]) -> bool:
+    return future.done() and not future.cancelled() and future.exception() is None
+
+
 def _quiet(future: asyncio.Future[None]) -> None:
     if not future.cancelled():
         future.exception()  # retrieved: a failed row fails the step's next version too
@@ -153,13 +162,22 @@ def _quiet(future: asyncio.Future[None]) -> None:
 
 class Recorder:
     """The StepSink of one run: each step is upserted by seq, then published; the run's totals
-    follow with its statuses. `publish=False` writes the rows only."""
+    follow with its statuses. `publish=False` writes the rows only.
 
-    def __init__(self, run_id: int, *, publish: bool = True) -> None:
+    `ahead`, asked at each finished step: may the run go on before the row is written? Then
+    the row is waited for at the latest by `durable()` — before the run calls a tool, when
+    MAX_AHEAD rows wait, and before its status — so a crash can lose only the last steps before
+    a model call, never what led to a tool's effects. The runner says yes when no other run
+    waits for the CPU (agentlab.paradigms.slots.free): waiting for the row then only idles."""
+
+    def __init__(self, run_id: int, *, publish: bool = True,
+                 ahead: Callable[[], bool] | None = None) -> None:
         self.run_id = run_id
         self.publishing = publish
+        self.ahead = ahead
         self._versions: dict[int, int] = {}
         self._saved: set[int] = set()  # seqs with a row (touched by the writer thread only)
+        self._unwritten: list[asyncio.Future[None]] = []  # finished rows not yet waited for
 
     async def step(self, step: StepRecord) -> None:
         recorded_at = time.time()
@@ -188,12 +206,30 @@ class Recorder:
         if step.status == "running":  # its end follows: the run waits for that one
             written_row.add_done_callback(_quiet)
             return
+        if self.ahead is not None and self.ahead():
+            written_row.add_done_callback(_quiet)
+            self._unwritten = [f for f in self._unwritten if not _written_ok(f)]
+            self._unwritten.append(written_row)
+            if len(self._unwritten) >= MAX_AHEAD:
+                await self.durable()
+            return
         await written_row
+
+    async def durable(self) -> None:
+        """Wait for every finished step's row not waited for yet; raises the first that could
+        not be written (as waiting for it at once would have)."""
+        pending, self._unwritten = self._unwritten, []
+        for future in pending:
+            await future
 
     async def token(self, seq: int, delta: str) -> None:
         self.publish({"type": "run.token", "seq": seq, "delta": delta})
 
     async def status(self, status: str, detail: dict[str, Any]) -> None:
+        try:
+            await self.durable()
+        except Exception:  # the run is ending either way; its status must still be written
+            log.exception("run %s: a step's row could not be written", self.run_id)
         await self.flush()
         await WRITER.call(_save_status, self.run_id, status, detail)
         self.publish({"type": "run.status", "status": status, "detail": detail})
@@ -229,6 +265,11 @@ class TeeSink:
     async def status(self, status: str, detail: dict[str, Any]) -> None:
         for sink in self.sinks:
             await sink.status(status, detail)
+
+    async def durable(self) -> None:
+        for sink in self.sinks:
+            if (durable := getattr(sink, "durable", None)) is not None:
+                await durable()
 
 
 def mark_interrupted(host: str | None = None) -> int:

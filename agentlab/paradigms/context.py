@@ -236,6 +236,9 @@ class RunContext(ScopedContext):
         if edited is not None:
             args = step.input = edited
             step.meta["edited"] = True
+        if (durable := getattr(self.sink, "durable", None)) is not None:
+            async with slots.waiting():
+                await durable()  # what led to this call is in the trace before the tool acts
         started = time.perf_counter()
         self.totals.tool_calls += 1
         try:

@@ -18,6 +18,9 @@ class StepSink(Protocol):
     async def status(self, status: str, detail: dict[str, Any]) -> None:
         """The run's status; the last call's detail has "answer", "error" and "totals"."""
 
+    # Optional: `async def durable(self) -> None`, "everything handed over so far is stored",
+    # which the runtime awaits before a tool call (traces.recorder.Recorder has it).
+
 
 class MemorySink:
     """Keeps everything in memory: `steps` (latest version per seq), `events`, `tokens`."""

@@ -60,6 +60,13 @@ def _gate(slots: int) -> asyncio.Semaphore:
     return gate
 
 
+def free() -> bool:
+    """Whether this task's run could compute at once: a slot is free and no run waits for
+    one (False outside a run, or with slots off: then nobody can tell)."""
+    slot = _CURRENT.get()
+    return slot is not None and not slot.gate.locked()
+
+
 @contextlib.asynccontextmanager
 async def computing(slots: int | None = None) -> AsyncIterator[None]:
     """Around a whole run: take a slot now, give it back at the end (and for every wait)."""
