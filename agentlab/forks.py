@@ -146,6 +146,10 @@ class MarkingSink:
     async def token(self, seq: int, delta: str) -> None:
         await self.inner.token(seq, delta)
 
+    async def durable(self) -> None:  # a fork's live tools wait for its rows too
+        if (durable := getattr(self.inner, "durable", None)) is not None:
+            await durable()
+
     async def status(self, status: str, detail: dict[str, Any]) -> None:
         if status in FINISHED:
             await sync_to_async(self._save_summary, thread_sensitive=False)()
