@@ -5,8 +5,10 @@ run's rows, all that wait at once in one transaction (traces/writer.py). A run w
 finished step's row — so what it recorded survives the process — unless no other run waits
 for the CPU (then waiting only idles it: the rows are waited for before its next tool call, at
 most MAX_AHEAD behind, and before its status); never for a `running` version (its end follows
-at once; in one batch only the end is written and shown), nor for the publishing. Publishing follows in the run's order (tokens after the step they belong to) and
-happens in the loop turn the row is committed: this process's sockets are called directly
+at once; in one batch only the end is written and shown), nor for the publishing.
+
+Publishing follows in the run's order (tokens after the step they belong to) and happens in
+the loop turn the row is committed: this process's sockets are called directly
 (traces/fanout.py); the channel layer carries the events only to other processes. A status
 waits until everything before it is published, so a final status never overtakes a step.
 """
