@@ -115,8 +115,16 @@ def test_a_blank_question_is_refused(client, user, agents):
 
 @with_db
 async def test_posting_starts_one_run_per_agent_concurrently(async_client, user, agents,
-                                                               fake_llm):
+                                                               fake_llm, monkeypatch):
     fake_llm.responder = lambda body: Reply(text="It is 42.", usage=(30, 6))
+    launched = {}  # run id -> its task, as runner.launch made it (a run may end before we look)
+    launch = runner.launch
+
+    def recording_launch(run, **hooks):
+        launched[run.pk] = task = launch(run, **hooks)
+        return task
+
+    monkeypatch.setattr(runner, "launch", recording_launch)
     await async_client.aforce_login(user)
     chosen = [agents[0], agents[1], agents[2]]
     resp = await async_client.post("/compare/", {"question": "What is 6*7?",
@@ -125,8 +133,9 @@ async def test_posting_starts_one_run_per_agent_concurrently(async_client, user,
     assert resp.status_code == 302 and resp["Location"] == f"/compare/{comparison.pk}/"
     entries = [e async for e in comparison.entries.select_related("run").order_by("position")]
     assert [e.run.agent_name for e in entries] == [a.name for a in chosen]
-    # All three are tasks of this loop at once, started before the redirect came back.
-    tasks = [runner.TASKS[e.run_id] for e in entries]
+    # All three are tasks of this loop, started before the redirect came back.
+    tasks = [launched[e.run_id] for e in entries]
+    assert len(set(tasks)) == 3
     outcomes = await asyncio.wait_for(asyncio.gather(*tasks), 20)
     assert [o.status for o in outcomes] == ["succeeded"] * 3
     runs = [r async for r in Run.objects.filter(user=user).order_by("pk")]
