@@ -18,9 +18,9 @@ from agentlab import live
 from agentlab.chat import turns
 from agentlab.chat.steps import StepRenderer
 from traces import fanout
+from traces.fanout import group_name
 from traces.models import Run
-from traces.recorder import FINISHED_STATUSES, group_name
-from traces.workers import worker_id
+from traces.recorder import FINISHED_STATUSES
 
 REFUSED = 4403  # anonymous, another user's, or missing: all look the same
 CONTROL_ACTIONS = ("pause", "resume", "step", "cancel", "edit", "approve", "deny")
@@ -72,7 +72,6 @@ class RunConsumer(LiveConsumer):
     async def connect(self) -> None:
         self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
         self.synced = self.syncing = False
-        self.sent_max = 0
         self.settings: live.DebugSettings | None = None  # for a run not started yet
         self.backlog: list[dict[str, Any]] = []  # live events heard while the sync reads
         self.outbox: deque[dict[str, Any]] = deque()
@@ -126,10 +125,10 @@ class RunConsumer(LiveConsumer):
         self.renderer = StepRenderer(self.run_id, run_start=run["start"], parents=run["parents"])
         for step in steps:
             await self.send_json(self.renderer.frame(step))
-        self.sent_max = max([last, *(s["seq"] for s in steps)])
         await self.send_state(run)
         self.synced, self.syncing = True, False
-        await self.send_json({"type": "synced", "last_seq": self.sent_max})
+        await self.send_json({"type": "synced",
+                              "last_seq": max([last, *(s["seq"] for s in steps)])})
         backlog, self.backlog = self.backlog, []
         for event in backlog:  # in order; a step already sent comes again as its update
             self.hear(event)
@@ -141,9 +140,8 @@ class RunConsumer(LiveConsumer):
         for step in control.approvals() if control else []:
             await self.send_json({"type": "approval", **_approval(live.approval_message(step))})
         if run["status"] in FINISHED_STATUSES:
-            await self.send_json({"type": "final", "status": run["status"],
-                                  "answer": run["final_answer"], "error": run["error"],
-                                  "totals": run["totals"]})
+            await self.send_json(_final(run["status"], run["final_answer"], run["error"],
+                                        run["totals"]))
 
     async def do_start(self, frame: dict[str, Any]) -> None:
         run = await turns.claim_queued(self.run_id)
@@ -175,16 +173,15 @@ class RunConsumer(LiveConsumer):
         # Channels' per-message close_old_connections(), a trip through the one
         # thread-sensitive executor thread every consumer in the process shares.
         if message["type"] in RUN_EVENTS:
-            if message.get("origin") != worker_id():  # this process's came through fanout
+            if fanout.from_elsewhere(message):  # this process's came directly
                 self.hear(message)
         else:
             await super().dispatch(message)
 
+    # The run's events, once synced (see `hear`).
+
     async def run_step(self, event: dict[str, Any]) -> None:
-        if not self.synced:
-            return  # the coming sync reads it from the database
         # A seq already sent is re-sent as an update: the browser replaces it by seq.
-        self.sent_max = max(self.sent_max, event["seq"])
         frame = live_frame(self.renderer, self.run_id, event)
         for clock in ("recorded_at", "sent_at"):  # for latency figures (bench_live)
             if clock in event:
@@ -192,22 +189,17 @@ class RunConsumer(LiveConsumer):
         await self.send_json(frame)
 
     async def run_token(self, event: dict[str, Any]) -> None:
-        if self.synced:
-            await self.send_json({"type": "token", "seq": event["seq"], "delta": event["delta"]})
+        await self.send_json({"type": "token", "seq": event["seq"], "delta": event["delta"]})
 
     async def run_status(self, event: dict[str, Any]) -> None:
-        if not self.synced:
-            return
         status, detail = event["status"], event.get("detail") or {}
         await self.send_json({"type": "status", "status": status, "detail": detail})
         if status in FINISHED_STATUSES:
-            await self.send_json({"type": "final", "status": status,
-                                  "answer": detail.get("answer"), "error": detail.get("error"),
-                                  "totals": detail.get("totals", {})})
+            await self.send_json(_final(status, detail.get("answer"), detail.get("error"),
+                                        detail.get("totals", {})))
 
     async def run_approval(self, event: dict[str, Any]) -> None:
-        if self.synced:
-            await self.send_json({"type": "approval", **_approval(event)})
+        await self.send_json({"type": "approval", **_approval(event)})
 
 
 class ChatConsumer(LiveConsumer):
@@ -246,14 +238,19 @@ def live_frame(renderer: StepRenderer, run_id: int, event: dict[str, Any]) -> di
     step, version = event["step"], event.get("version")
     if version is None:
         return renderer.frame(step)
-    renderer.parents[step["seq"]] = step.get("parent")
-    key = (run_id, step["seq"], version, renderer.run_start, renderer.depth(step["seq"]))
+    depth = renderer.place(step)
+    key = (run_id, step["seq"], version, renderer.run_start, depth)
     html = _RENDERED.get(key)
     if html is None:
-        html = _RENDERED[key] = renderer.html(step)
+        html = _RENDERED[key] = renderer.html(step, depth)
         if len(_RENDERED) > RENDER_CACHE_SIZE:
             _RENDERED.popitem(last=False)
     return renderer.frame(step, html)
+
+
+def _final(status: str, answer: Any, error: Any, totals: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "final", "status": status, "answer": answer, "error": error,
+            "totals": totals}
 
 
 def _approval(event: dict[str, Any]) -> dict[str, Any]:

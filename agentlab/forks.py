@@ -19,6 +19,7 @@ from asgiref.sync import sync_to_async
 from agentlab import runner
 from agentlab.llm.replay import RecordedCall, Recording, replay_models
 from agentlab.paradigms.base import RunContext
+from agentlab.paradigms.sinks import durable
 from agentlab.tools.executor import ToolExecutor
 from agentlab.tools.recorded import (
     RecordedApproval,
@@ -147,8 +148,7 @@ class MarkingSink:
         await self.inner.token(seq, delta)
 
     async def durable(self) -> None:  # a fork's live tools wait for its rows too
-        if (durable := getattr(self.inner, "durable", None)) is not None:
-            await durable()
+        await durable(self.inner)
 
     async def status(self, status: str, detail: dict[str, Any]) -> None:
         if status in FINISHED:

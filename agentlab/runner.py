@@ -26,12 +26,13 @@ from agentlab.paradigms.base import (
     get_paradigm,
     validate_params,
 )
+from agentlab.paradigms.sinks import TeeSink
 from agentlab.profiles import resolve_url, to_config
 from agentlab.tool_rows import policy
 from agentlab.tools.executor import ToolExecutor, ToolPolicy
 from agentlab.tools.registry import builtin_tools
 from traces.models import Run
-from traces.recorder import Recorder, TeeSink
+from traces.recorder import Recorder
 
 LIMIT_FIELDS = ("max_steps", "max_llm_calls", "total_timeout_s", "tool_timeout_s", "token_budget")
 

@@ -15,10 +15,10 @@ import pytest
 from agentlab.live import ControlError, DebugSettings, RunControl
 from agentlab.paradigms.base import execute, validate_params
 from agentlab.paradigms.react import ReAct
+from agentlab.paradigms.sinks import TeeSink
 from agentlab.tools.decorator import tool
 from agentlab.tools.executor import ToolPolicy
 from tests.scripted_model import ScriptedModel, call, make_context, reply
-from traces.recorder import TeeSink
 
 
 @tool

@@ -8,21 +8,33 @@ in the same turn. The channel layer still carries the events to other processes 
 that can (Redis); the in-memory layer cannot, so it is not used for them.
 
 A subscriber is a plain callable that must not block: a consumer queues or sends a frame.
+Events sent to other processes carry this one's worker id (`origin`), so a consumer that hears
+them through the layer as well skips its own (`from_elsewhere`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
+from traces.workers import worker_id
+
 log = logging.getLogger(__name__)
 
 Subscriber = Callable[[dict[str, Any]], None]
 
 _SUBSCRIBERS: dict[int, list[Subscriber]] = {}
+_REMOTE: dict[int, asyncio.Queue[dict[str, Any]]] = {}  # run id -> events on their way out
+_SENDERS: set[asyncio.Task[None]] = set()
+
+
+def group_name(run_id: int) -> str:
+    """The channel-layer group of a run's watchers in other processes."""
+    return f"run-{run_id}"
 
 
 def subscribe(run_id: int, subscriber: Subscriber) -> None:
@@ -38,12 +50,21 @@ def unsubscribe(run_id: int, subscriber: Subscriber) -> None:
 
 
 def publish(run_id: int, message: dict[str, Any]) -> None:
-    """Give `message` to every watcher of the run in this process, now, in subscription order."""
+    """Give `message` to every watcher of the run in this process, now, in subscription order;
+    then, in the same order, to the run's group when the channel layer reaches other
+    processes."""
     for subscriber in list(_SUBSCRIBERS.get(run_id, ())):
         try:
             subscriber(message)
         except Exception:  # one broken socket must not keep the others from the step
             log.exception("a watcher of run %s failed on %s", run_id, message.get("type"))
+    if (layer := remote_layer()) is not None:
+        _send_out(layer, run_id, {**message, "origin": worker_id()})
+
+
+def from_elsewhere(message: dict[str, Any]) -> bool:
+    """An event that came through the layer from another process (this one's came directly)."""
+    return message.get("origin") != worker_id()
 
 
 def watchers(run_id: int) -> int:
@@ -54,3 +75,26 @@ def remote_layer() -> Any:
     """The channel layer, when it reaches other processes; None for the in-memory one."""
     layer = get_channel_layer()
     return None if layer is None or isinstance(layer, InMemoryChannelLayer) else layer
+
+
+def _send_out(layer: Any, run_id: int, message: dict[str, Any]) -> None:
+    # One sender per run, so its events reach the other processes in order too.
+    queue = _REMOTE.get(run_id)
+    if queue is None:
+        queue = _REMOTE[run_id] = asyncio.Queue()
+        task = asyncio.get_running_loop().create_task(_drain(layer, run_id, queue))
+        _SENDERS.add(task)
+        task.add_done_callback(_SENDERS.discard)
+    queue.put_nowait(message)
+
+
+async def _drain(layer: Any, run_id: int, queue: asyncio.Queue[dict[str, Any]]) -> None:
+    while True:
+        message = await queue.get()
+        try:
+            await layer.group_send(group_name(run_id), message)
+        except Exception:  # a full or absent layer must never lose a recorded step
+            log.exception("could not publish %s for run %s", message["type"], run_id)
+        if queue.empty():
+            _REMOTE.pop(run_id, None)
+            return

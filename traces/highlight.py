@@ -49,12 +49,14 @@ def highlight(code: str, lexer: str) -> SafeString:
         return plain(code)
     if len(code) <= CACHED_CHARS:  # a live step is rendered again for each of its versions
         return _highlighted(code, lexer)
+    return _pygments(code, lexer)
+
+
+def _pygments(code: str, lexer: str) -> SafeString:
     return mark_safe(pygments_highlight(code, _lexer(lexer), _FORMATTER))  # noqa: S308
 
 
-@lru_cache(maxsize=1024)
-def _highlighted(code: str, lexer: str) -> SafeString:
-    return mark_safe(pygments_highlight(code, _lexer(lexer), _FORMATTER))  # noqa: S308
+_highlighted = lru_cache(maxsize=1024)(_pygments)
 
 
 def plain(text: str) -> SafeString:
@@ -96,10 +98,10 @@ def highlight_value(value: Any) -> SafeString:
     try:  # compact JSON (C speed) finds a value highlighted before without indenting it again
         compact = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
-        return highlight(to_json(value), "json")
-    if len(compact) > CACHED_CHARS:
-        return highlight(to_json(value), "json")
-    return _highlight_json(compact)
+        compact = None
+    if compact is not None and len(compact) <= CACHED_CHARS:
+        return _highlight_json(compact)
+    return highlight(to_json(value), "json")
 
 
 @lru_cache(maxsize=512)

@@ -22,7 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from django.utils import timezone
 
@@ -35,10 +35,6 @@ from traces.writer import WRITER
 log = logging.getLogger(__name__)
 
 FINISHED_STATUSES = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
-
-
-def group_name(run_id: int) -> str:
-    return f"run-{run_id}"
 
 
 def _save_status(run_id: int, status: str, detail: dict[str, Any]) -> None:
@@ -87,7 +83,7 @@ class _Lane:
         while self.entries and self.entries[0].ready:
             message = self.entries.popleft().message
             if message is not None:
-                _publish(self.run_id, message)
+                fanout.publish(self.run_id, message)
         if not self.entries:
             if _LANES.get(self.run_id) is self:
                 del _LANES[self.run_id]
@@ -110,44 +106,6 @@ def _lane(run_id: int) -> _Lane:
     if lane is None or lane.loop is not loop:  # a lane left by a loop that is gone (tests)
         lane = _LANES[run_id] = _Lane(run_id, loop)
     return lane
-
-
-def _publish(run_id: int, message: dict[str, Any]) -> None:
-    fanout.publish(run_id, message)
-    if (layer := fanout.remote_layer()) is not None:
-        _Remote.send(layer, run_id, {**message, "origin": worker_id()})
-
-
-class _Remote:
-    """One sender per run to a channel layer that reaches other processes, so its events
-    arrive there in order too."""
-
-    queues: ClassVar[dict[int, asyncio.Queue[dict[str, Any]]]] = {}
-
-    @classmethod
-    def send(cls, layer: Any, run_id: int, message: dict[str, Any]) -> None:
-        queue = cls.queues.get(run_id)
-        if queue is None:
-            queue = cls.queues[run_id] = asyncio.Queue()
-            task = asyncio.get_running_loop().create_task(cls._drain(layer, run_id, queue))
-            _BACKGROUND.add(task)
-            task.add_done_callback(_BACKGROUND.discard)
-        queue.put_nowait(message)
-
-    @classmethod
-    async def _drain(cls, layer: Any, run_id: int, queue: asyncio.Queue[dict[str, Any]]) -> None:
-        while True:
-            message = await queue.get()
-            try:
-                await layer.group_send(group_name(run_id), message)
-            except Exception:  # a full or absent layer must never lose a recorded step
-                log.exception("could not publish %s for run %s", message["type"], run_id)
-            if queue.empty():
-                cls.queues.pop(run_id, None)
-                return
-
-
-_BACKGROUND: set[asyncio.Task[None]] = set()
 
 
 MAX_AHEAD = 8  # finished rows a run may have handed over without waiting for them
@@ -248,30 +206,6 @@ class Recorder:
 
     def saved(self) -> set[int]:  # for the writer (traces.writer.Owner)
         return self._saved
-
-
-class TeeSink:
-    """Send every event to several sinks, in order (the recorder first: persist, then show)."""
-
-    def __init__(self, *sinks: Any) -> None:
-        self.sinks = sinks
-
-    async def step(self, step: StepRecord) -> None:
-        for sink in self.sinks:
-            await sink.step(step)
-
-    async def token(self, seq: int, delta: str) -> None:
-        for sink in self.sinks:
-            await sink.token(seq, delta)
-
-    async def status(self, status: str, detail: dict[str, Any]) -> None:
-        for sink in self.sinks:
-            await sink.status(status, detail)
-
-    async def durable(self) -> None:
-        for sink in self.sinks:
-            if (durable := getattr(sink, "durable", None)) is not None:
-                await durable()
 
 
 def mark_interrupted(host: str | None = None) -> int:

@@ -215,6 +215,10 @@ def format_size(chars: int) -> str:
     return f"{chars / 1024 / 1024:.1f} MB"
 
 
+def format_tokens(count: int | None) -> str:
+    return f"{count or 0:,}"
+
+
 def format_duration(ms: float | None) -> str:
     if ms is None:
         return "—"

@@ -17,7 +17,14 @@ from typing import Any
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
-from traces.render import Payload, StepView, format_cost, format_duration, format_size
+from traces.render import (
+    Payload,
+    StepView,
+    format_cost,
+    format_duration,
+    format_size,
+    format_tokens,
+)
 
 LOADING = '<div class="payload-body muted">Loading…</div>'
 
@@ -103,8 +110,8 @@ def _figures(step: StepView) -> str:
         figures.append(f'<span class="dur" title="duration">'
                        f'{_e(format_duration(step.duration_ms))}</span>')
     if step.tokens_in or step.tokens_out:
-        figures.append(f'<span title="tokens in / out">{step.tokens_in or 0:,}→'
-                       f'{step.tokens_out or 0:,} tok</span>')
+        figures.append(f'<span title="tokens in / out">{format_tokens(step.tokens_in)}→'
+                       f'{format_tokens(step.tokens_out)} tok</span>')
     if step.cost_usd:
         figures.append(f"<span>{_e(format_cost(step.cost_usd))}</span>")
     inner = "".join(f"\n      {f}" for f in figures)

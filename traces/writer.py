@@ -112,20 +112,14 @@ class Writer:
                     loop.call_soon_threadsafe(_settle_all, settled)
 
     def _write(self, jobs: list[Job]) -> list[Any]:
+        """Each job's outcome; if the batch fails, each job is tried on its own."""
         try:
             return _committed(jobs)
         except Exception as exc:
             connection.close()  # whatever broke, the next transaction starts on a fresh one
             if len(jobs) == 1:
                 return [exc]
-        return [self._write_alone(job) for job in jobs]
-
-    def _write_alone(self, job: Job) -> Any:
-        try:
-            return _committed([job])[0]
-        except Exception as exc:
-            connection.close()
-            return exc
+        return [self._write([job])[0] for job in jobs]
 
 
 def _committed(jobs: list[Job]) -> list[Any]:

@@ -26,10 +26,15 @@ class StepRenderer:
             node = self.parents.get(node)
         return level
 
-    def html(self, step: dict[str, Any]) -> str:
+    def place(self, step: dict[str, Any]) -> int:
+        """Remember the step's parent; its depth in the tree."""
         self.parents[step["seq"]] = step.get("parent")
-        view = step_view(step, run_start=self.run_start, depth=self.depth(step["seq"]))
-        return step_html(view, self.run)
+        return self.depth(step["seq"])
+
+    def html(self, step: dict[str, Any], depth: int | None = None) -> str:
+        """The step's partial (`depth`: when the caller has placed it already)."""
+        depth = self.place(step) if depth is None else depth
+        return step_html(step_view(step, run_start=self.run_start, depth=depth), self.run)
 
     def frame(self, step: dict[str, Any], html: str | None = None) -> dict[str, Any]:
         """A "step" frame of the protocol: the partial (rendered here unless given) plus the

@@ -19,7 +19,7 @@ from agentlab.paradigms.limits import (
     deadline_lifted,
 )
 from agentlab.paradigms.scopes import AgentSpec, ScopedContext
-from agentlab.paradigms.sinks import StepSink
+from agentlab.paradigms.sinks import StepSink, durable
 from agentlab.tools.executor import ToolResult
 from traces.schema import Step, normalise_args
 
@@ -236,9 +236,8 @@ class RunContext(ScopedContext):
         if edited is not None:
             args = step.input = edited
             step.meta["edited"] = True
-        if (durable := getattr(self.sink, "durable", None)) is not None:
-            async with slots.waiting():
-                await durable()  # what led to this call is in the trace before the tool acts
+        async with slots.waiting():
+            await durable(self.sink)  # what led to this call is in the trace before it acts
         started = time.perf_counter()
         self.totals.tool_calls += 1
         try:

@@ -1,4 +1,5 @@
-"""Where steps go: the StepSink protocol and an in-memory sink for tests and the CLI."""
+"""Where steps go: the StepSink protocol, an in-memory sink for tests and the CLI, and a tee
+that sends every event to several sinks."""
 
 from __future__ import annotations
 
@@ -19,7 +20,37 @@ class StepSink(Protocol):
         """The run's status; the last call's detail has "answer", "error" and "totals"."""
 
     # Optional: `async def durable(self) -> None`, "everything handed over so far is stored",
-    # which the runtime awaits before a tool call (traces.recorder.Recorder has it).
+    # which the runtime awaits before a tool call (traces.recorder.Recorder has it): see
+    # `durable` below.
+
+
+async def durable(sink: Any) -> None:
+    """Wait until `sink` has stored everything handed over so far, if it stores anything."""
+    if (wait := getattr(sink, "durable", None)) is not None:
+        await wait()
+
+
+class TeeSink:
+    """Send every event to several sinks, in order (the recorder first: persist, then show)."""
+
+    def __init__(self, *sinks: Any) -> None:
+        self.sinks = sinks
+
+    async def step(self, step: Step) -> None:
+        for sink in self.sinks:
+            await sink.step(step)
+
+    async def token(self, seq: int, delta: str) -> None:
+        for sink in self.sinks:
+            await sink.token(seq, delta)
+
+    async def status(self, status: str, detail: dict[str, Any]) -> None:
+        for sink in self.sinks:
+            await sink.status(status, detail)
+
+    async def durable(self) -> None:
+        for sink in self.sinks:
+            await durable(sink)
 
 
 class MemorySink:

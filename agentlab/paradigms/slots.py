@@ -92,13 +92,12 @@ async def waiting() -> AsyncIterator[None]:
         yield
         return
     slot.give_back()
+    ending = False
     try:
         yield
     except asyncio.CancelledError:
-        raise  # the run is ending: no slot to take back
-    except BaseException:
-        if not slot.held:
-            await slot.take()
+        ending = True  # the run is ending: no slot to take back
         raise
-    if not slot.held:  # a task sharing the slot may have taken it back already
-        await slot.take()
+    finally:
+        if not ending and not slot.held:  # a task sharing the slot may have it back already
+            await slot.take()

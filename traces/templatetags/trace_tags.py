@@ -50,7 +50,7 @@ def duration(ms: float | None) -> str:
 
 @register.filter
 def tokens(count: int | None) -> str:
-    return f"{count or 0:,}"
+    return render.format_tokens(count)
 
 
 @register.filter
