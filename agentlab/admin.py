@@ -122,7 +122,7 @@ class AgentAdmin(admin.ModelAdmin):
 
     @admin.display(description="parameters and their defaults")
     def paradigm_parameters(self, obj: Agent) -> str:
-        from agentlab.paradigms.base import get_paradigm, paradigm_keys
+        from agentlab.paradigms.registry import get_paradigm, paradigm_keys
 
         try:
             schema = get_paradigm(obj.paradigm).params_schema

@@ -35,7 +35,7 @@ def check_profile_keys(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
 def check_tools_and_agents(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """agentlab.E001: unknown paradigm; agentlab.E002: tool row without an implementation."""
     from agentlab.models import Agent, Tool
-    from agentlab.paradigms.base import paradigm_keys
+    from agentlab.paradigms.registry import paradigm_keys
     from agentlab.tools.registry import builtin_tools
 
     try:

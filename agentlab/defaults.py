@@ -9,7 +9,7 @@ from django.db import transaction
 
 from agentlab.evals.demo import demo_defaults
 from agentlab.models import Agent, ModelProfile, Tool
-from agentlab.paradigms.base import get_paradigm
+from agentlab.paradigms.registry import get_paradigm
 from agentlab.tool_rows import sync_tools
 
 EMBEDDED_PROFILE = "Local SmolLM2"

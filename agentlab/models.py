@@ -1,4 +1,5 @@
-"""Configuration rows edited in the admin: model profiles (tools and agents join them later)."""
+"""Configuration rows edited in the admin: model profiles, tools, agents (and the model profile
+per role), and the outbox of the send_email tool."""
 
 from __future__ import annotations
 
@@ -149,7 +150,7 @@ class Agent(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from agentlab.paradigms.base import get_paradigm, validate_params
+        from agentlab.paradigms.registry import get_paradigm, validate_params
 
         try:
             get_paradigm(self.paradigm)

@@ -1,12 +1,12 @@
-"""Tool rows <-> the registry: sync on migrate, and rows -> pure ToolPolicy/ToolExecutor."""
+"""Tool rows <-> the registry: sync on migrate, and a row -> its pure ToolPolicy (the
+snapshot freezes it; agentlab.runs.build makes the one executor from it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from agentlab.models import Tool
-from agentlab.tools.executor import ToolExecutor, ToolPolicy
+from agentlab.tools.executor import ToolPolicy
 from agentlab.tools.registry import builtin_tools
 
 
@@ -40,19 +40,3 @@ def policy(row: Tool) -> ToolPolicy:
         allowed_groups=frozenset(g.name for g in row.allowed_groups.all()),
     )
 
-
-def build_executor(rows: Iterable[Tool], user: Any = None) -> ToolExecutor:
-    """An executor over the given rows' implementations, with this user's groups."""
-    registry = builtin_tools()
-    rows = [r for r in rows if r.name in registry]
-    groups: list[str] = []
-    superuser = False
-    if user is not None and getattr(user, "is_authenticated", False):
-        groups = list(user.groups.values_list("name", flat=True))
-        superuser = user.is_superuser
-    return ToolExecutor(
-        {r.name: registry[r.name] for r in rows},
-        {r.name: policy(r) for r in rows},
-        user_groups=groups,
-        is_superuser=superuser,
-    )

@@ -15,7 +15,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("runs/", include("traces.urls")),
-    path("runs/", include("agentlab.fork_urls")),
+    path("runs/", include("agentlab.forks.urls")),
     path("chat/", include("agentlab.chat.urls")),
     path("compare/", include("agentlab.compare.urls")),
     path("dashboard/", include("agentlab.dashboard.urls")),

@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from agentlab.models import Agent, ModelProfile
-from agentlab.paradigms.base import get_paradigm
+from agentlab.paradigms.registry import get_paradigm
 from traces.models import Run
 
 

@@ -104,12 +104,16 @@ def _pieces(text: str) -> list[str]:
 
 def make_context(model: Any, tools: Sequence[Any] = (), *, policies: dict | None = None,
                  models: dict[str, Any] | None = None, **kwargs: Any) -> tuple[Any, Any]:
-    """A RunContext over real ToolExecutor(tools) with a MemorySink: (ctx, sink)."""
-    from agentlab.paradigms.base import MemorySink, RunContext
+    """A RunContext over real ToolExecutor(tools) with a MemorySink: (ctx, sink); sub-runs
+    find paradigms in the real registry."""
+    from agentlab.paradigms import registry
+    from agentlab.runtime.context import RunContext
+    from agentlab.runtime.sinks import MemorySink
     from agentlab.tools.executor import ToolExecutor
 
     sink = MemorySink()
     executor = ToolExecutor({spec.name: spec for spec in tools}, policies)
+    kwargs.setdefault("paradigms", registry)
     ctx = RunContext(models={"default": model, **(models or {})}, executor=executor, sink=sink,
                      **kwargs)
     return ctx, sink

@@ -9,8 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from agentlab.benchutil import _reply, tool_calls_for
-from agentlab.benchwatch import CLOCK_END, CLOCK_RECORDED, CLOCK_SENT, latency_ms, percentile
+from agentlab.bench.stack import _reply, tool_calls_for
+from agentlab.bench.watch import CLOCK_END, CLOCK_RECORDED, CLOCK_SENT, latency_ms, percentile
 
 
 def test_a_tiny_bench_prints_the_table_and_the_goals(tmp_path, capsys):

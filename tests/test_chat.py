@@ -10,10 +10,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from agentlab import live
 from agentlab.asgi import application
 from agentlab.chat.models import ChatTurn, Conversation
 from agentlab.chat.turns import history_of
+from agentlab.live import control as live
 from tests.fake_openai import Reply
 from tests.test_consumers import agent, headers  # noqa: F401 (agent: a fixture)
 from traces.models import Run
@@ -111,7 +111,7 @@ async def test_chat_socket_refuses_others_and_bad_messages(conversation, user, o
 
 
 def test_history_skips_turns_without_an_answer(conversation, user, agent):  # noqa: F811
-    from agentlab.runner import create_run
+    from agentlab.runs.snapshot import create_run
 
     for position, (question, answer) in enumerate([("a?", "A."), ("b?", ""), ("c?", "C.")], 1):
         run = create_run(agent, user, question)
@@ -134,7 +134,7 @@ def test_a_conversation_shows_each_answer_with_its_folded_steps_and_trace_link(
         client, conversation, user, agent):  # noqa: F811
     from django.utils import timezone
 
-    from agentlab.runner import create_run
+    from agentlab.runs.snapshot import create_run
     from traces.models import Step
 
     run = create_run(agent, user, "What is 6*7?")

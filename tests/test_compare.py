@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 from asgiref.sync import sync_to_async
 
-from agentlab import runner
 from agentlab.compare.models import Comparison, ComparisonEntry
 from agentlab.compare.summary import pairs, summarize
+from agentlab.runs import tasks
 from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import Reply
 from traces.models import Run
@@ -117,14 +117,14 @@ def test_a_blank_question_is_refused(client, user, agents):
 async def test_posting_starts_one_run_per_agent_concurrently(async_client, user, agents,
                                                                fake_llm, monkeypatch):
     fake_llm.responder = lambda body: Reply(text="It is 42.", usage=(30, 6))
-    launched = {}  # run id -> its task, as runner.launch made it (a run may end before we look)
-    launch = runner.launch
+    launched = {}  # run id -> its task, as tasks.launch made it (a run may end before we look)
+    launch = tasks.launch
 
     def recording_launch(run, **hooks):
         launched[run.pk] = task = launch(run, **hooks)
         return task
 
-    monkeypatch.setattr(runner, "launch", recording_launch)
+    monkeypatch.setattr(tasks, "launch", recording_launch)
     await async_client.aforce_login(user)
     chosen = [agents[0], agents[1], agents[2]]
     resp = await async_client.post("/compare/", {"question": "What is 6*7?",
@@ -134,9 +134,9 @@ async def test_posting_starts_one_run_per_agent_concurrently(async_client, user,
     entries = [e async for e in comparison.entries.select_related("run").order_by("position")]
     assert [e.run.agent_name for e in entries] == [a.name for a in chosen]
     # All three are tasks of this loop, started before the redirect came back.
-    tasks = [launched[e.run_id] for e in entries]
-    assert len(set(tasks)) == 3
-    outcomes = await asyncio.wait_for(asyncio.gather(*tasks), 20)
+    started = [launched[e.run_id] for e in entries]
+    assert len(set(started)) == 3
+    outcomes = await asyncio.wait_for(asyncio.gather(*started), 20)
     assert [o.status for o in outcomes] == ["succeeded"] * 3
     runs = [r async for r in Run.objects.filter(user=user).order_by("pk")]
     assert {r.input for r in runs} == {"What is 6*7?"} and len(runs) == 3
@@ -210,8 +210,8 @@ async def test_rerun_adds_a_round_and_earlier_rounds_stay(async_client, user, ag
     assert resp.status_code == 302
     new = [e async for e in c.entries.filter(round=2).order_by("position")]
     assert [e.agent_id for e in new] == [agents[0].pk, agents[1].pk]
-    await asyncio.wait_for(asyncio.gather(*[runner.TASKS[e.run_id] for e in new
-                                            if e.run_id in runner.TASKS]), 20)
+    await asyncio.wait_for(asyncio.gather(*[tasks.TASKS[e.run_id] for e in new
+                                            if e.run_id in tasks.TASKS]), 20)
     html = (await async_client.get(f"/compare/{c.pk}/")).content.decode()
     assert 'aria-current="page">2<' in html and 'href="?round=1"' in html
     assert html.count("Again 42.") >= 2

@@ -5,6 +5,7 @@ session auth), real runs started over the socket, the scripted OpenAI-compatible
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -12,10 +13,11 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from agentlab import live
 from agentlab.asgi import application
+from agentlab.live import control as live
 from agentlab.models import Tool
-from agentlab.runner import create_run
+from agentlab.runs import tasks
+from agentlab.runs.snapshot import create_run
 from tests.fake_openai import Reply
 from traces.models import Run
 
@@ -37,8 +39,13 @@ def queued(agent, user):
 
 @pytest.fixture
 async def stop_runs():
+    """Cancel every run these tests started and wait for each to record it."""
     yield
-    await live.stop_all()
+    for control in list(live.CONTROLS.values()):
+        with contextlib.suppress(live.ControlError):
+            control.cancel()
+    await asyncio.gather(*[t for t in tasks.TASKS.values() if not t.done()],
+                         return_exceptions=True)
 
 
 def headers(user: Any = None) -> list[tuple[bytes, bytes]]:

@@ -10,10 +10,12 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.urls import reverse
 
-from agentlab import runner
-from agentlab.forks import ForkError, plan_fork, plan_replay, plan_resume
-from agentlab.runner import create_run, execute_run
+from agentlab.forks.plans import ForkError, plan_fork, plan_replay, plan_resume
+from agentlab.runs import tasks
+from agentlab.runs.snapshot import create_run
+from agentlab.runs.tasks import execute_run
 from tests.fake_openai import Reply
+from traces.display.renderer import StepRenderer
 from traces.models import Run, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -175,7 +177,7 @@ async def finished(response) -> Run:
     assert response.status_code == 302, response.content[:500]
     pk = int(response["Location"].rstrip("/").rsplit("/", 1)[1])
     assert response["Location"] == reverse("run", args=[pk])
-    if task := runner.TASKS.get(pk):
+    if task := tasks.TASKS.get(pk):
         await task
     return await Run.objects.aget(pk=pk)
 
@@ -262,8 +264,8 @@ async def test_the_snippets_show_the_divergence_the_origin_and_the_step_links(
     assert "message 1 (system) differs" in header
     assert f"{reverse('run_diff')}?a={source.pk}&amp;b={replay.pk}" in header
     assert "Resume" not in header  # a succeeded run has nothing to resume
-    links = await sync_to_async(render_to_string)("forks/_step_actions.html",
-                                                  {"run": replay, "step": first})
+    # The step's links as every page and the live socket render them.
+    links = StepRenderer(replay).html(first.to_record().to_dict())
     assert "diverged from #1" in links
     assert reverse("run_fork", args=[replay.pk, 1]) in links
     assert reverse("step_playground", args=[replay.pk, 1]) in links
@@ -289,11 +291,11 @@ async def test_an_llm_step_form_shows_its_tool_calls_and_an_unchanged_submit_edi
 
 
 async def test_member_agents_with_their_own_models_and_tools_follow_the_record():
-    from agentlab.forks import ReplayPlan
+    from agentlab.forks.plans import ReplayPlan
+    from agentlab.forks.recorded_tools import ToolRecording
     from agentlab.llm.replay import Recording
-    from agentlab.paradigms.base import AgentSpec
+    from agentlab.runtime.scopes import AgentSpec
     from agentlab.tools.executor import ToolExecutor
-    from agentlab.tools.recorded import ToolRecording
     from tests.scripted_model import ScriptedModel, make_context, reply
 
     member_live = ScriptedModel([])

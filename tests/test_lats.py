@@ -13,8 +13,10 @@ import math
 import pytest
 
 from agentlab.paradigms._lats_tree import Node, backpropagate, is_open, select, trajectory_text, uct
-from agentlab.paradigms.base import Limits, execute, validate_params
 from agentlab.paradigms.lats import LATS
+from agentlab.paradigms.registry import validate_params
+from agentlab.runtime.limits import Limits
+from agentlab.runtime.loop import execute
 from agentlab.tools.decorator import tool
 from tests.scripted_model import ScriptedModel, make_context
 

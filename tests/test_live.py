@@ -1,4 +1,4 @@
-"""RunControl (agentlab/live.py): pause, step, breakpoints, edits, approvals, cancel.
+"""RunControl (agentlab/live/control.py): pause, step, breakpoints, edits, approvals, cancel.
 
 No database and no socket: ReAct runs through the real runtime on a scripted model
 (tests/scripted_model.py — right for control flow, it says nothing about a real model), with the
@@ -12,10 +12,11 @@ import asyncio
 
 import pytest
 
-from agentlab.live import ControlError, DebugSettings, RunControl
-from agentlab.paradigms.base import execute, validate_params
+from agentlab.live.control import ControlError, DebugSettings, RunControl
 from agentlab.paradigms.react import ReAct
-from agentlab.paradigms.sinks import TeeSink
+from agentlab.paradigms.registry import validate_params
+from agentlab.runtime.loop import execute
+from agentlab.runtime.sinks import TeeSink
 from agentlab.tools.decorator import tool
 from agentlab.tools.executor import ToolPolicy
 from tests.scripted_model import ScriptedModel, call, make_context, reply

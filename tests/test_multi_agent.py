@@ -11,9 +11,12 @@ import json
 import pytest
 
 from agentlab.paradigms._multi_agent_modes import majority, read_route, vote_key
-from agentlab.paradigms.base import AgentSpec, Limits, execute, validate_params
 from agentlab.paradigms.multi_agent import MultiAgent
 from agentlab.paradigms.parsing import ParseError
+from agentlab.paradigms.registry import validate_params
+from agentlab.runtime.limits import Limits
+from agentlab.runtime.loop import execute
+from agentlab.runtime.scopes import AgentSpec
 from agentlab.tools.decorator import tool
 from tests.scripted_model import ScriptedModel, make_context
 

@@ -8,8 +8,11 @@ import json
 import pytest
 
 from agentlab.llm.errors import EndpointUnreachable
-from agentlab.paradigms.base import Approval, Limits, execute, validate_params
 from agentlab.paradigms.react import ReAct
+from agentlab.paradigms.registry import validate_params
+from agentlab.runtime.context import Approval
+from agentlab.runtime.limits import Limits
+from agentlab.runtime.loop import execute
 from agentlab.tools.decorator import tool
 from agentlab.tools.executor import ToolPolicy
 from tests.scripted_model import ScriptedModel, call, make_context, reply

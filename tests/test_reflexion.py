@@ -11,8 +11,10 @@ import json
 
 import pytest
 
-from agentlab.paradigms.base import Limits, execute, validate_params
 from agentlab.paradigms.reflexion import Reflexion
+from agentlab.paradigms.registry import validate_params
+from agentlab.runtime.limits import Limits
+from agentlab.runtime.loop import execute
 from agentlab.tools.decorator import tool
 from tests.scripted_model import ScriptedModel, make_context
 

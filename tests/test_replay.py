@@ -8,6 +8,12 @@ import json
 
 import pytest
 
+from agentlab.forks.recorded_tools import (
+    RecordedApproval,
+    RecordedExecutor,
+    RecordedTool,
+    ToolRecording,
+)
 from agentlab.llm.replay import (
     RecordedCall,
     Recording,
@@ -16,16 +22,10 @@ from agentlab.llm.replay import (
     replay_models,
     result_from_dict,
 )
-from agentlab.paradigms.base import execute
 from agentlab.paradigms.react import ReAct
+from agentlab.runtime.loop import execute
 from agentlab.tools.decorator import tool
 from agentlab.tools.executor import ToolExecutor, ToolPolicy
-from agentlab.tools.recorded import (
-    RecordedApproval,
-    RecordedExecutor,
-    RecordedTool,
-    ToolRecording,
-)
 from tests.scripted_model import ScriptedModel, call, make_context, reply
 from traces.schema import Step
 

@@ -13,8 +13,10 @@ import time
 import pytest
 
 from agentlab.paradigms._rewoo_worker import tool_arguments
-from agentlab.paradigms.base import Limits, execute, validate_params
+from agentlab.paradigms.registry import validate_params
 from agentlab.paradigms.rewoo import ReWOO
+from agentlab.runtime.limits import Limits
+from agentlab.runtime.loop import execute
 from agentlab.tools.decorator import tool
 from agentlab.tools.registry import get_tool
 from tests.scripted_model import ScriptedModel, make_context

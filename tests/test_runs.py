@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from agentlab.models import Agent, ModelProfile, Tool
-from agentlab.runner import create_run, snapshot
+from agentlab.runs.snapshot import create_run, snapshot
 from tests.fake_openai import Reply
 from traces.models import Run
 

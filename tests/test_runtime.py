@@ -1,25 +1,18 @@
-"""The shared runtime (agentlab.paradigms.base): steps, budgets, hooks, execute()."""
+"""The shared runtime (agentlab/runtime/): steps, budgets, hooks, execute()."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
 from agentlab.llm.errors import EndpointUnreachable
-from agentlab.paradigms.base import (
-    Approval,
-    BudgetExceeded,
-    Limits,
-    LoopDetected,
-    MemorySink,
-    Paradigm,
-    execute,
-    get_paradigm,
-    paradigm_keys,
-    validate_params,
-)
+from agentlab.paradigms.registry import Paradigm, get_paradigm, paradigm_keys, validate_params
+from agentlab.runtime.context import Approval
+from agentlab.runtime.limits import BudgetExceeded, Limits, LoopDetected
+from agentlab.runtime.loop import execute
+from agentlab.runtime.sinks import MemorySink
 from agentlab.tools.decorator import tool
 from agentlab.tools.executor import ToolPolicy
 from tests.scripted_model import ScriptedModel, make_context, reply
@@ -304,7 +297,8 @@ async def test_time_waiting_for_an_approval_does_not_count_towards_the_timeout()
     assert "2.1 million" in outcome.answer
 
 
-async def test_cancel_interrupts_a_running_tool() -> None:
+async def napping_run() -> tuple[Any, Any, asyncio.Task]:
+    """A run whose paradigm sits in a 5 s tool call, 0.1 s in: (ctx, sink, its task)."""
     async def body(ctx, task):
         await ctx.tool("nap", {"seconds": 5})
         return "never"
@@ -312,6 +306,11 @@ async def test_cancel_interrupts_a_running_tool() -> None:
     ctx, sink = make_context(ScriptedModel([]), [nap])
     run = asyncio.create_task(execute(Scripted(body), ctx, "q"))
     await asyncio.sleep(0.1)
+    return ctx, sink, run
+
+
+async def test_cancel_interrupts_a_running_tool() -> None:
+    ctx, sink, run = await napping_run()
     ctx.cancel()
     outcome = await asyncio.wait_for(run, 2)
     assert outcome.status == "cancelled"
@@ -346,13 +345,7 @@ def test_get_paradigm_lists_known_keys() -> None:
 
 
 async def test_cancelling_the_task_itself_records_then_propagates() -> None:
-    async def body(ctx, task):
-        await ctx.tool("nap", {"seconds": 5})
-        return "never"
-
-    ctx, sink = make_context(ScriptedModel([]), [nap])
-    run = asyncio.create_task(execute(Scripted(body), ctx, "q"))
-    await asyncio.sleep(0.1)
+    _ctx, sink, run = await napping_run()
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run

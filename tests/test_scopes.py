@@ -11,10 +11,13 @@ import json
 
 import pytest
 
-from agentlab.paradigms.base import AgentSpec, IterationLimit, Step, execute
+from agentlab.runtime.limits import IterationLimit
+from agentlab.runtime.loop import execute
+from agentlab.runtime.scopes import AgentSpec
 from agentlab.tools.decorator import tool
 from agentlab.tools.executor import ToolExecutor
 from tests.scripted_model import ScriptedModel, make_context
+from traces.schema import Step
 
 
 @tool
@@ -98,7 +101,7 @@ async def test_a_sub_run_out_of_iterations_raises_iteration_limit_for_the_caller
 
 async def test_a_react_run_out_of_iterations_still_fails_the_run_with_the_reason():
     looping = json.dumps({"thought": "t", "action": "shout", "action_input": {"text": "a"}})
-    from agentlab.paradigms.base import get_paradigm
+    from agentlab.paradigms.registry import get_paradigm
 
     ctx, _ = make_context(ScriptedModel([looping]), [shout],
                           params={"mode": "json", "max_iterations": 1})

@@ -11,8 +11,10 @@ import json
 
 import pytest
 
-from agentlab.paradigms.base import Limits, execute, validate_params
+from agentlab.paradigms.registry import validate_params
 from agentlab.paradigms.self_ask import SelfAsk
+from agentlab.runtime.limits import Limits
+from agentlab.runtime.loop import execute
 from agentlab.tools.decorator import tool
 from agentlab.tools.registry import get_tool
 from tests.scripted_model import ScriptedModel, make_context

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from agentlab.paradigms import slots
+from agentlab.runtime import slots
 
 
 async def test_no_more_runs_compute_at_once_than_there_are_slots():

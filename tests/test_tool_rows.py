@@ -1,4 +1,5 @@
-"""Tool rows in the admin: synced from the registry, checked, and turned into an executor."""
+"""Tool rows in the admin: synced from the registry, checked, and — frozen in an agent's
+snapshot — turned into the executor a run uses."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from django.contrib.auth.models import Group
 from django.core.checks import run_checks
 
 from agentlab.models import Agent, ModelProfile, Tool
-from agentlab.tool_rows import build_executor, sync_tools
+from agentlab.runs.build import executor_for
+from agentlab.runs.snapshot import snapshot
+from agentlab.tool_rows import sync_tools
 from agentlab.tools.registry import builtin_tools
 
 pytestmark = pytest.mark.django_db
@@ -44,7 +47,15 @@ def test_admin_settings_reach_the_executor(django_user_model):
     weather = Tool.objects.get(name="get_weather")
     weather.allowed_groups.add(staff_only)
     user = django_user_model.objects.create_user("carol", password="x")
-    executor = build_executor(Tool.objects.filter(name__in=["calculator", "get_weather"]), user)
+    agent = Agent.objects.create(name="Tools", paradigm="react",
+                                 model_profile=ModelProfile.objects.create(name="p", model="m"))
+    agent.tools.set(Tool.objects.filter(name__in=["calculator", "get_weather"]))
+
+    def executor_of(user):  # as agentlab.runs.tasks builds it for a run of this user
+        groups = user.groups.values_list("name", flat=True)
+        return executor_for(snapshot(agent)["tools"], groups, user.is_superuser)
+
+    executor = executor_of(user)
     assert executor.names == ["calculator"]
     schema = executor.openai_tools()[0]["function"]
     assert schema["description"] == "Adds things up (admin text)"
@@ -54,5 +65,5 @@ def test_admin_settings_reach_the_executor(django_user_model):
     denied = asyncio.run(executor.run("get_weather", {"city": "Paris"}))
     assert denied.error_type == "permission"
     user.groups.add(staff_only)
-    allowed = build_executor(Tool.objects.filter(name="get_weather"), user)
-    assert allowed.names == ["get_weather"]
+    allowed = executor_of(user)
+    assert allowed.names == ["calculator", "get_weather"]

@@ -380,7 +380,7 @@ def test_payloads_are_escaped(client, user):
 
 
 def test_every_field_of_a_step_header_is_escaped(client, user):
-    """The step partial is built in Python (traces/step_html.py): names, roles, statuses, facts
+    """The step partial is built in Python (traces/display/html.py): names, roles, statuses, facts
     and replay marks a model or tool chose must reach the page as text, never as markup."""
     evil = "<img src=x onerror=alert(1)>"
     run = make_run(user, [{"kind": "llm", "role": evil, "name": evil, "text": evil,
@@ -522,10 +522,11 @@ def test_a_bad_bundle_is_refused_with_the_reason(client, user, content, reason):
 
 
 def test_the_committed_pygments_stylesheet_is_current():
-    from traces.highlight import stylesheet
+    from traces.display.highlight import stylesheet
 
     css = (settings.BASE_DIR / "static/agentlab/pygments.css").read_text()
-    assert css == stylesheet(), "run: python -m traces.highlight > static/agentlab/pygments.css"
+    assert css == stylesheet(), (
+        "run: python -m traces.display.highlight > static/agentlab/pygments.css")
     light, dark = css.split("@media (prefers-color-scheme: dark)")
     assert ".hl .k {" in light and ".hl .k {" in dark
 
@@ -533,7 +534,7 @@ def test_the_committed_pygments_stylesheet_is_current():
 def test_the_highlight_filters_escape_and_pick_a_lexer():
     from django.template import Context, Template
 
-    out = Template('{% load trace_tags %}{{ sql|highlight:"sql" }}|{{ data|highlight_json }}|'
+    out = Template('{% load trace_tags %}{{ sql|highlight:"sql" }}|{{ data|highlight }}|'
                    '{{ raw|highlight }}').render(Context({
                        "sql": "SELECT 1", "data": {"a": "<b>"}, "raw": "<i>plain</i>"}))
     assert '<span class="k">SELECT</span>' in out and "&lt;b&gt;" in out

@@ -13,8 +13,8 @@ from django.utils import timezone
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from traces.models import ACTIVE_STATUSES, Run, Step
-from traces.schema import RUN_STATUSES, STEP_KINDS, STEP_STATUSES
+from traces.models import Run, Step
+from traces.schema import ACTIVE_STATUSES, RUN_STATUSES, STEP_KINDS, STEP_STATUSES
 from traces.schema import Step as StepRecord
 
 BUNDLE_FORMAT = "agentlab.run-bundle"

@@ -8,10 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import QuerySet
 
-from traces.schema import RUN_STATUSES
+from traces.schema import ACTIVE_STATUSES, RUN_STATUSES
 from traces.schema import Step as StepRecord
-
-ACTIVE_STATUSES = ("queued", "running", "paused")
 
 
 class OwnedQuerySet(models.QuerySet):

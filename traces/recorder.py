@@ -27,14 +27,14 @@ from typing import Any
 from django.utils import timezone
 
 from traces import fanout
-from traces.models import ACTIVE_STATUSES, Run
+from traces.models import Run
+from traces.schema import ACTIVE_STATUSES, FINISHED_STATUSES
 from traces.schema import Step as StepRecord
 from traces.workers import left_by_dead_process, worker_id
 from traces.writer import WRITER
 
 log = logging.getLogger(__name__)
 
-FINISHED_STATUSES = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
 
 
 def _save_status(run_id: int, status: str, detail: dict[str, Any]) -> None:
@@ -128,7 +128,7 @@ class Recorder:
     the row is waited for at the latest by `durable()` — before the run calls a tool, when
     MAX_AHEAD rows wait, and before its status — so a crash can lose only the last steps before
     a model call, never what led to a tool's effects. The runner says yes when no other run
-    waits for the CPU (agentlab.paradigms.slots.free): waiting for the row then only idles."""
+    waits for the CPU (agentlab.runtime.slots.free): waiting for the row then only idles."""
 
     def __init__(self, run_id: int, *, publish: bool = True,
                  ahead: Callable[[], bool] | None = None) -> None:

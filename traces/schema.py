@@ -19,6 +19,9 @@ STEP_STATUSES: tuple[str, ...] = get_args(StepStatus)
 RUN_STATUSES = (
     "queued", "running", "paused", "succeeded", "failed", "cancelled", "timed_out", "interrupted",
 )
+# A run is active until it reaches one of the finished statuses; nothing leaves those.
+ACTIVE_STATUSES = RUN_STATUSES[:3]
+FINISHED_STATUSES = RUN_STATUSES[3:]
 
 
 @dataclass(kw_only=True)

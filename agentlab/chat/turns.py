@@ -1,5 +1,5 @@
-"""Creating runs from the browser: chat turns (earlier turns are the run's history) and queued
-runs a run page starts. Sync ORM functions, with async wrappers for the consumers."""
+"""Chat turns: each a run whose history is the conversation's earlier turns. Sync ORM functions,
+with async wrappers for the chat consumer."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from django.db import transaction
 from django.template.loader import render_to_string
 
 from agentlab.chat.models import ChatTurn, Conversation
-from agentlab.live import ControlError
-from agentlab.runner import create_run
-from traces.models import ACTIVE_STATUSES, Run
+from agentlab.live.control import ControlError
+from agentlab.runs.snapshot import create_run
+from traces.schema import ACTIVE_STATUSES
 from traces.workers import worker_id
 
 TITLE_CHARS = 80
@@ -49,23 +49,11 @@ def add_turn_now(conversation_id: int, message: str) -> ChatTurn:
     return turn
 
 
-def claim_queued_now(run_id: int) -> Run | None:
-    """The queued run `run_id`, claimed for this process; None if someone started it."""
-    claimed = Run.objects.filter(pk=run_id, status="queued", worker="").update(worker=worker_id())
-    return Run.objects.select_related("user").get(pk=run_id) if claimed else None
-
-
 def turn_context(turn: ChatTurn) -> dict[str, Any]:
     return {"turn": turn, "run": turn.run, "live": turn.run.status in ACTIVE_STATUSES}
 
 
 add_turn = database_sync_to_async(add_turn_now)
-claim_queued = database_sync_to_async(claim_queued_now)
-
-
-@database_sync_to_async
-def is_queued(run_id: int) -> bool:
-    return Run.objects.filter(pk=run_id, status="queued", worker="").exists()
 
 
 @database_sync_to_async

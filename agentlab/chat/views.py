@@ -9,11 +9,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from agentlab.chat.models import Conversation
-from agentlab.chat.steps import StepRenderer
 from agentlab.chat.turns import TITLE_CHARS, turn_context
 from agentlab.models import Agent
-from agentlab.runner import create_run
-from traces.models import Run
+from agentlab.runs.snapshot import create_run
+from traces.access import visible_run
+from traces.display.renderer import first_steps_html
 
 STEPS_SHOWN = 300  # per turn / run page; the trace viewer has them all
 
@@ -51,9 +51,9 @@ def start_run(request: HttpRequest) -> HttpResponse:
 
 
 def live_run(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.visible_to(request.user), pk=pk)
+    run = visible_run(request.user, pk)
     return render(request, "live/run.html", {
-        "run": run, "steps_html": _steps_html(run),
+        "run": run, "steps_html": first_steps_html(run, STEPS_SHOWN),
         "autostart": request.GET.get("start") == "1" and run.status == "queued",
         "step_mode": request.GET.get("step_mode") == "1",
     })
@@ -64,7 +64,7 @@ def conversation(request: HttpRequest, pk: int) -> HttpResponse:
                              pk=pk)
     turns = []
     for turn in conv.turns.select_related("run"):
-        turns.append({**turn_context(turn), "steps_html": _steps_html(turn.run)})
+        turns.append({**turn_context(turn), "steps_html": first_steps_html(turn.run, STEPS_SHOWN)})
     return render(request, "chat/conversation.html", {"conversation": conv, "turns": turns})
 
 
@@ -85,9 +85,3 @@ def delete(request: HttpRequest, pk: int) -> HttpResponse:
     messages.success(request, f"Deleted “{name}”.")
     return redirect("chat")
 
-
-def _steps_html(run: Run) -> list[str]:
-    rows = [s.to_record().to_dict() for s in run.steps.all()[:STEPS_SHOWN]]
-    renderer = StepRenderer(run.pk, run_start=run.started_at or run.created,
-                            parents={r["seq"]: r["parent"] for r in rows})
-    return [renderer.html(row) for row in rows]

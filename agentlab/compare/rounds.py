@@ -7,9 +7,10 @@ from typing import Any
 
 from django.db import transaction
 
-from agentlab import live, runner
 from agentlab.compare.models import MIN_AGENTS, Comparison, ComparisonEntry
+from agentlab.live import control as live
 from agentlab.models import Agent
+from agentlab.runs.snapshot import create_run
 from traces.models import Run
 from traces.workers import worker_id
 
@@ -21,7 +22,7 @@ def new_round(comparison: Comparison, agents: Sequence[Agent], user: Any) -> lis
     runs = []
     for position, agent in enumerate(agents):
         # Claimed by this process at once, so a socket's "start" cannot launch it a second time.
-        run = runner.create_run(agent, user, comparison.question, worker=worker_id())
+        run = create_run(agent, user, comparison.question, worker=worker_id())
         ComparisonEntry.objects.create(comparison=comparison, round=number, position=position,
                                        agent=agent, run=run)
         runs.append(run)

@@ -12,9 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentlab.ranking import best_value
-
-FINISHED = frozenset({"succeeded", "failed", "cancelled", "timed_out", "interrupted"})
+from traces.display.figures import best_value
+from traces.schema import FINISHED_STATUSES
 
 
 @dataclass(frozen=True)
@@ -80,7 +79,7 @@ class Summary:
 
 
 def all_finished(runs: Sequence[Any]) -> bool:
-    return bool(runs) and all(r.status in FINISHED for r in runs)
+    return bool(runs) and all(r.status in FINISHED_STATUSES for r in runs)
 
 
 def summarize(runs: Sequence[Any], labels: Sequence[str] | None = None) -> Summary:

@@ -10,12 +10,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agentlab.chat.steps import StepRenderer
 from agentlab.compare import rounds
 from agentlab.compare.forms import CompareForm
 from agentlab.compare.models import Comparison
 from agentlab.compare.summary import all_finished, pairs, summarize
-from traces.models import Run
+from traces.display.renderer import first_steps_html
 
 # The trace diff (traces app) takes two run ids as ?a=&b=.
 DIFF_PATH = "/runs/diff/"
@@ -66,7 +65,7 @@ async def rerun(request: HttpRequest, pk: int) -> HttpResponse:
 def detail(request: HttpRequest, pk: int) -> HttpResponse:
     context = _round_context(request, pk)
     # Steps so far are rendered here; the socket then sends only later ones (sync last_seq).
-    context["columns"] = [(e, _steps_html(e.run)) for e in context["entries"]]
+    context["columns"] = [(e, first_steps_html(e.run, STEPS_SHOWN)) for e in context["entries"]]
     return render(request, "compare/detail.html", context)
 
 
@@ -96,14 +95,6 @@ def _round_context(request: HttpRequest, pk: int) -> dict[str, Any]:
         "chart": table.chart_data() if table else None, "diffs": diffs,
         "poll_seconds": POLL_SECONDS,
     }
-
-
-def _steps_html(run: Run) -> list[str]:
-    """The trace viewer's step partial, as the live stream renders it (same fragment)."""
-    rows = [s.to_record().to_dict() for s in run.steps.all()[:STEPS_SHOWN]]
-    renderer = StepRenderer(run.pk, run_start=run.started_at or run.created,
-                            parents={r["seq"]: r["parent"] for r in rows})
-    return [renderer.html(row) for row in rows]
 
 
 def _get(user: Any, pk: int) -> Comparison:

@@ -34,7 +34,7 @@ from django.db.models.functions import Coalesce, Left, NullIf, StrIndex
 from agentlab.dashboard.percentiles import coarsen, percentiles
 from agentlab.dashboard.period import Period
 from traces.models import Run, Step
-from traces.recorder import FINISHED_STATUSES
+from traces.schema import FINISHED_STATUSES
 
 OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled", "interrupted")
 assert set(OUTCOMES) == set(FINISHED_STATUSES)

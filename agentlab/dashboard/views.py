@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 from agentlab.dashboard import queries
 from agentlab.dashboard.period import GROUPS, PERIODS, DashboardForm, Period
 from agentlab.dashboard.queries import OUTCOMES, PHASES, Figures, GroupFigures, PhaseFigures
-from traces.render import format_cost, format_duration
+from traces.display.figures import format_cost, format_duration
 from traces.views.filters import FINISHED
 
 OUTCOME_LABELS = {s: s.replace("_", " ") for s in OUTCOMES}

@@ -1,12 +1,13 @@
 """Running an experiment: every (case, agent) pair is a normal recorded run, scored as it ends.
 
 `run_experiment` awaits the whole experiment in the calling task (the terminal command);
-`start_experiment` launches it as a task of the running loop (daphne's), as runner.launch does
-for one run. Pairs run under an asyncio.Semaphore(experiment.concurrency); a pair that fails
-(an exception, a failed run, an unscorable answer) becomes an *error* result with the reason and
-never stops the others. `cancel_experiment` works from any thread: pending pairs are cancelled
-in the database (so a process that runs the experiment elsewhere skips them too) and the runs in
-flight here are cancelled; finished results are kept.
+`start_experiment` launches it as a task of the running loop (daphne's), as
+agentlab.runs.tasks.launch does for one run. Pairs run under an
+asyncio.Semaphore(experiment.concurrency); a pair that fails (an exception, a failed run, an
+unscorable answer) becomes an *error* result with the reason and never stops the others.
+`cancel_experiment` works from any thread: pending pairs are cancelled in the database (so a
+process that runs the experiment elsewhere skips them too) and the runs in flight here are
+cancelled; finished results are kept.
 
 Progress: after each finished pair, on_progress(done, total) is called and the channel group
 "experiment-<id>" gets {"type": "experiment.progress", "done", "total", "result_id",
@@ -27,12 +28,13 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
 
-from agentlab import runner
 from agentlab.evals import scorers
 from agentlab.evals.models import FINISHED_RESULT_STATUSES, Case, Experiment, Result, Suite
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.models import Agent, ModelProfile
 from agentlab.profiles import to_config
+from agentlab.runs import tasks
+from agentlab.runs.snapshot import create_run
 from traces.workers import left_by_dead_process, worker_id
 
 log = logging.getLogger(__name__)
@@ -98,7 +100,7 @@ class Control:
     def cancel(self) -> None:  # on the loop's thread
         self.cancelled = True
         for run_id in list(self.runs):
-            runner.cancel(run_id)
+            tasks.cancel(run_id)
 
 
 CONTROLS: dict[int, Control] = {}
@@ -249,7 +251,7 @@ async def _pair(result_id: int, control: Control, judge: OpenAIChatModel | None
             raise RuntimeError(result.error or "the agent no longer exists")
         control.runs.add(run.pk)
         try:
-            outcome = await runner.execute_run(run)
+            outcome = await tasks.execute_run(run)
         finally:
             control.runs.discard(run.pk)
         if outcome.status == "cancelled":
@@ -280,7 +282,7 @@ def _start_pair(result_id: int) -> tuple[Result, Case, Any] | None:
     run = None
     if result.agent is not None:
         try:
-            run = runner.create_run(result.agent, result.experiment.user, result.case.question,
+            run = create_run(result.agent, result.experiment.user, result.case.question,
                                     timeout_cap_s=result.experiment.run_timeout_s,
                                     worker=worker_id())
         except ValueError as exc:  # a snapshot that cannot be taken (e.g. a missing member)

@@ -20,8 +20,7 @@ from importlib import resources
 from typing import Any
 
 from agentlab.llm.types import ChatModel
-from agentlab.paradigms._parse_common import ParseError, iter_json_objects, split_think
-from agentlab.paradigms.parsing import parse_score
+from agentlab.paradigms.parsing import ParseError, iter_json_objects, parse_score, split_think
 from agentlab.paradigms.prompt_files import fill
 
 SCORERS = ("exact", "contains", "numeric", "regex", "llm_judge")

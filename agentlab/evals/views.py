@@ -12,13 +12,12 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agentlab.defaults import DEFAULT_AGENTS
 from agentlab.evals import engine, summary
 from agentlab.evals.demo import DEMO_SUITE
 from agentlab.evals.forms import StartForm
 from agentlab.evals.models import FINISHED_RESULT_STATUSES, Case, Experiment, Suite
 from agentlab.models import Agent
-from agentlab.ranking import best_value
+from traces.display.figures import best_value
 
 POLL_SECONDS = 1
 SCORED = summary.SCORED  # what the mean score counts (an error is a 0)
@@ -75,12 +74,11 @@ def _render_index(request: HttpRequest, user: Any, form: StartForm) -> HttpRespo
 
 
 def _one_per_paradigm() -> list[Agent]:
-    """The first default agent of each paradigm (ReAct has four modes; one is enough)."""
-    by_name = {a.name: a for a in Agent.objects.filter(name__in=[d.name for d in DEFAULT_AGENTS])}
+    """The first agent of each paradigm (ReAct has four modes; one is enough). The default
+    agents are created first, in their order, so a fresh install gets the defaults."""
     chosen: dict[str, Agent] = {}
-    for spec in DEFAULT_AGENTS:
-        if spec.name in by_name and spec.paradigm not in chosen:
-            chosen[spec.paradigm] = by_name[spec.name]
+    for agent in Agent.objects.order_by("pk"):
+        chosen.setdefault(agent.paradigm, agent)
     return list(chosen.values())
 
 

@@ -7,20 +7,26 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
+from django.db.models import QuerySet
 
 from agentlab.models import Agent, ModelProfile
 
 
-def find_agent(ref: str) -> Agent:
-    """An agent by name or id, or a CommandError listing the agents there are."""
-    agents = Agent.objects.select_related("model_profile")
-    found = agents.filter(name=ref).first() or (
-        agents.filter(pk=int(ref)).first() if ref.isdigit() else None
+def find_named(rows: QuerySet, ref: str, what: str, *, none: str = "none") -> Any:
+    """The row named `ref` (or with id `ref`), or a CommandError listing the names there are."""
+    found = rows.filter(name=ref).first() or (
+        rows.filter(pk=int(ref)).first() if ref.isdigit() else None
     )
     if found is None:
-        names = ", ".join(repr(n) for n in Agent.objects.values_list("name", flat=True))
-        raise CommandError(f"No agent named {ref!r}. Agents: {names or 'none (run setup)'}")
+        names = ", ".join(repr(n) for n in rows.model.objects.values_list("name", flat=True))
+        raise CommandError(f"No {what} named {ref!r}. {what.capitalize()}s: {names or none}")
     return found
+
+
+def find_agent(ref: str) -> Agent:
+    """An agent by name or id, or a CommandError listing the agents there are."""
+    return find_named(Agent.objects.select_related("model_profile"), ref, "agent",
+                      none="none (run setup)")
 
 
 def find_user(username: str | None) -> Any:

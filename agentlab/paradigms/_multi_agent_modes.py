@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from agentlab.paradigms._parse_common import ParseError, iter_json_objects, unwrap_fence
+from agentlab.paradigms.parsing import ParseError, iter_json_objects, unwrap_fence
 from agentlab.paradigms.prompt_files import load_prompt
 
 FINISH = "FINISH"

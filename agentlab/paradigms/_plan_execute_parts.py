@@ -6,8 +6,12 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from agentlab.paradigms._parse_common import iter_json_objects, unwrap_fence
-from agentlab.paradigms.parsing import ParseError, parse_numbered_plan
+from agentlab.paradigms.parsing import (
+    ParseError,
+    iter_json_objects,
+    parse_numbered_plan,
+    unwrap_fence,
+)
 
 MAX_PLAN_STEPS = 7
 

@@ -6,8 +6,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agentlab.paradigms._parse_common import split_think, strip_quotes
-from agentlab.paradigms.parsing import ParseError, parse_score
+from agentlab.paradigms.parsing import ParseError, parse_score, split_think, strip_quotes
 
 SCORE_LOW, SCORE_HIGH = 1, 10
 CHECKS = ("contains", "regex")

@@ -19,14 +19,12 @@ import asyncio
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentlab.paradigms._parse_common import call_args
-from agentlab.paradigms.context import normalise_args
-from agentlab.paradigms.parsing import PlanStep, resolve_refs
+from agentlab.paradigms.parsing import PlanStep, call_args, resolve_refs
 from agentlab.paradigms.prompt_files import fill, load_prompt
-from traces.schema import Step
+from traces.schema import Step, normalise_args
 
 if TYPE_CHECKING:
-    from agentlab.paradigms.context import RunContext
+    from agentlab.runtime.context import RunContext
 
 LLM = "LLM"
 Outcome = tuple[bool, str]  # (ok, evidence text)

@@ -21,14 +21,14 @@ from agentlab.paradigms._lats_tree import (
     select,
     trajectory_text,
 )
-from agentlab.paradigms.base import Paradigm, normalise_args, register_paradigm
 from agentlab.paradigms.parsing import ParseError, parse_score
 from agentlab.paradigms.prompt_files import fill, load_prompt
 from agentlab.paradigms.react import REACT_STEP_FORMAT, _read_json_step
-from traces.schema import Step
+from agentlab.paradigms.registry import Paradigm, register_paradigm
+from traces.schema import Step, normalise_args
 
 if TYPE_CHECKING:
-    from agentlab.paradigms.base import RunContext
+    from agentlab.runtime.context import RunContext
 
 
 @register_paradigm

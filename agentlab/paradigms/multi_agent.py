@@ -21,13 +21,14 @@ from agentlab.paradigms._multi_agent_modes import (
     route_format,
 )
 from agentlab.paradigms._multi_agent_modes import final_answer as read_final
-from agentlab.paradigms.base import IterationLimit, LoopDetected, Paradigm, register_paradigm
 from agentlab.paradigms.parsing import ParseError
 from agentlab.paradigms.prompt_files import fill, load_prompt
+from agentlab.paradigms.registry import Paradigm, register_paradigm
+from agentlab.runtime.limits import IterationLimit, LoopDetected
 from traces.schema import Step
 
 if TYPE_CHECKING:
-    from agentlab.paradigms.base import RunContext
+    from agentlab.runtime.context import RunContext
 
 MEMBER_SCHEMA = {
     "type": "object",

@@ -30,13 +30,14 @@ from agentlab.paradigms._plan_execute_parts import (
     plan_overview,
     results_text,
 )
-from agentlab.paradigms.base import IterationLimit, LoopDetected, Paradigm, register_paradigm
 from agentlab.paradigms.parsing import ParseError, parse_numbered_plan
 from agentlab.paradigms.prompt_files import fill, load_prompt
+from agentlab.paradigms.registry import Paradigm, register_paradigm
+from agentlab.runtime.limits import IterationLimit, LoopDetected
 from traces.schema import Step
 
 if TYPE_CHECKING:
-    from agentlab.paradigms.base import RunContext
+    from agentlab.runtime.context import RunContext
 
 
 class PlanFailed(Exception):

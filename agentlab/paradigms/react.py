@@ -6,16 +6,16 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentlab.paradigms._parse_common import unwrap_fence
-from agentlab.paradigms.base import IterationLimit, Paradigm, register_paradigm
-from agentlab.paradigms.parsing import ParseError, ReactFinal, parse_react
+from agentlab.paradigms.parsing import ParseError, ReactFinal, parse_react, unwrap_fence
 from agentlab.paradigms.prompt_files import fill, load_prompt
 from agentlab.paradigms.reflector import Reflection, make_reflector, record_reflection
+from agentlab.paradigms.registry import Paradigm, register_paradigm
+from agentlab.runtime.limits import IterationLimit
 from traces.schema import Step
 
 if TYPE_CHECKING:
     from agentlab.llm.types import ChatResult, ToolCall
-    from agentlab.paradigms.base import RunContext
+    from agentlab.runtime.context import RunContext
 
 JSON_FORMAT_HINT = ('Reply with one JSON object: {"thought": "...", "action": "<tool name or '
                     'final_answer>", "action_input": {...}}')

@@ -11,12 +11,11 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentlab.paradigms.context import normalise_args
 from agentlab.paradigms.prompt_files import load_prompt
-from traces.schema import Step
+from traces.schema import Step, normalise_args
 
 if TYPE_CHECKING:
-    from agentlab.paradigms.context import RunContext
+    from agentlab.runtime.context import RunContext
 
 
 @dataclass

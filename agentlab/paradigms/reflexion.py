@@ -34,12 +34,13 @@ from agentlab.paradigms._reflexion_parts import (
     read_problems,
     read_score,
 )
-from agentlab.paradigms.base import IterationLimit, LoopDetected, Paradigm, register_paradigm
 from agentlab.paradigms.prompt_files import fill, load_prompt
+from agentlab.paradigms.registry import Paradigm, register_paradigm
+from agentlab.runtime.limits import IterationLimit, LoopDetected
 from traces.schema import Step
 
 if TYPE_CHECKING:
-    from agentlab.paradigms.base import RunContext
+    from agentlab.runtime.context import RunContext
 
 
 @register_paradigm

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import jsonschema
 
 if TYPE_CHECKING:
-    from agentlab.paradigms.context import RunContext
+    from agentlab.runtime.context import RunContext
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def _discover() -> None:
     import agentlab.paradigms as package
 
     for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("_"):
+        if info.name.startswith("_") or info.ispkg:  # parts and parsing/ register nothing
             continue
         name = f"{package.__name__}.{info.name}"
         try:

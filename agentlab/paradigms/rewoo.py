@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentlab.paradigms._parse_plans import REWOO_FORMAT
 from agentlab.paradigms._rewoo_worker import Worker, check_plan
-from agentlab.paradigms.base import Paradigm, register_paradigm
-from agentlab.paradigms.parsing import ParseError, PlanStep, parse_rewoo_plan
+from agentlab.paradigms.parsing import REWOO_FORMAT, ParseError, PlanStep, parse_rewoo_plan
 from agentlab.paradigms.prompt_files import fill, load_prompt
+from agentlab.paradigms.registry import Paradigm, register_paradigm
 from traces.schema import Step
 
 if TYPE_CHECKING:
-    from agentlab.paradigms.base import RunContext
+    from agentlab.runtime.context import RunContext
 
 
 @register_paradigm

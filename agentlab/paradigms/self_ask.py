@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentlab.paradigms.base import Paradigm, register_paradigm
 from agentlab.paradigms.parsing import ParseError, SelfAskFinal, parse_self_ask
 from agentlab.paradigms.prompt_files import fill, load_prompt
+from agentlab.paradigms.registry import Paradigm, register_paradigm
 from traces.schema import Step
 
 if TYPE_CHECKING:
-    from agentlab.paradigms.base import RunContext
+    from agentlab.runtime.context import RunContext
 
 STOP = ["Intermediate answer:"]
 _STOP_RE = re.compile(r"\bintermediate[ \t]+answer[ \t]*:", re.IGNORECASE)

@@ -3,7 +3,8 @@
    polling covers a missed frame) and draws the cost / wall-time chart (charts.js). */
 (function () {
   "use strict";
-  const FINISHED = ["succeeded", "failed", "cancelled", "timed_out", "interrupted"];
+  // Defined once in traces/schema.py; templates/live/_assets.html puts them on the page.
+  const FINISHED = JSON.parse(document.getElementById("run-statuses").textContent).finished;
 
   function columns() { return [...document.querySelectorAll(".compare-col[data-live-run]")]; }
 

@@ -1,4 +1,4 @@
-/* Agent Lab — the browser side of the live-run protocol (notes/ws_protocol.md, issue 7).
+/* Agent Lab — the browser side of the live-run protocol (docs/LIVE_PROTOCOL.md).
  *
  * Sockets come from the htmx ws extension (ws-connect="…"): it connects, queues, and reconnects
  * with full-jitter backoff after an abnormal close. This file speaks JSON over them: on every
@@ -9,7 +9,8 @@
  */
 (function () {
   "use strict";
-  const FINISHED = ["succeeded", "failed", "cancelled", "timed_out", "interrupted"];
+  // Defined once in traces/schema.py; templates/live/_assets.html puts them on the page.
+  const FINISHED = JSON.parse(document.getElementById("run-statuses").textContent).finished;
   const REFUSED = 4403;
 
   function own(root, name) {

@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
-from django.utils.html import conditional_escape, format_html
+from django.utils.html import conditional_escape, format_html, json_script
 from django.utils.safestring import SafeString
 
-from traces import highlight as hl
-from traces import render
-from traces.step_html import step_html as _step_html
+from traces.display import figures
+from traces.display import highlight as hl
+from traces.display.html import step_html as _step_html
+from traces.display.view import StepView
+from traces.display.word_diff import chunks_html
+from traces.schema import ACTIVE_STATUSES, FINISHED_STATUSES
 
 register = template.Library()
 
@@ -25,9 +28,17 @@ def linked(value: Any, url: str | None) -> SafeString:
 
 
 @register.simple_tag
-def step_html(step: render.StepView, run: Any = None) -> SafeString:
-    """One step's article (traces/step_html.py)."""
+def step_html(step: StepView, run: Any = None) -> SafeString:
+    """One step's article (traces/display/html.py)."""
     return _step_html(step, run)
+
+
+@register.simple_tag
+def run_statuses() -> SafeString:
+    """The run statuses, for the page's scripts: `<script id="run-statuses">` holding
+    {"active": [...], "finished": [...]} (traces/schema.py defines them once)."""
+    return json_script({"active": ACTIVE_STATUSES, "finished": FINISHED_STATUSES},
+                       "run-statuses")
 
 
 @register.filter
@@ -39,28 +50,23 @@ def highlight(code: Any, lexer: str = "") -> SafeString:
 
 
 @register.filter
-def highlight_json(value: Any) -> SafeString:
-    return hl.highlight(value if isinstance(value, str) else hl.to_json(value), "json")
-
-
-@register.filter
 def duration(ms: float | None) -> str:
-    return render.format_duration(ms)
+    return figures.format_duration(ms)
 
 
 @register.filter
 def tokens(count: int | None) -> str:
-    return render.format_tokens(count)
+    return figures.format_tokens(count)
 
 
 @register.filter
 def cost(usd: float | None) -> str:
-    return render.format_cost(usd)
+    return figures.format_cost(usd)
 
 
 @register.filter
 def size(chars: int | None) -> str:
-    return render.format_size(chars or 0)
+    return figures.format_size(chars or 0)
 
 
 @register.filter
@@ -71,9 +77,9 @@ def signed(value: float | None, kind: str = "") -> str:
     sign = "+" if value > 0 else "-" if value < 0 else "±"
     magnitude = abs(value)
     if kind == "ms":
-        text = render.format_duration(magnitude)
+        text = figures.format_duration(magnitude)
     elif kind == "cost":
-        text = render.format_cost(magnitude)
+        text = figures.format_cost(magnitude)
     else:
         text = f"{magnitude:,.0f}"
     return f"{sign}{text}"
@@ -81,4 +87,4 @@ def signed(value: float | None, kind: str = "") -> str:
 
 @register.filter
 def diff_side(chunks: list[tuple[str, str]], side: str) -> SafeString:
-    return render.chunks_html(chunks, side)
+    return chunks_html(chunks, side)

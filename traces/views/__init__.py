@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from traces.views.compare import run_diff
+from traces.views.diff import run_diff
 from traces.views.export import run_export, run_export_otlp
 from traces.views.run import run_detail, run_steps, step_messages, step_payload
 from traces.views.runs import run_import, run_list

@@ -13,8 +13,7 @@ from django.forms.utils import from_current_timezone
 from django.utils import timezone
 
 from traces.models import Run, Step
-from traces.recorder import FINISHED_STATUSES
-from traces.schema import RUN_STATUSES
+from traces.schema import FINISHED_STATUSES, RUN_STATUSES
 
 MODEL_LOOKUP = "agent_snapshot__profiles__default__model"
 PROFILE_LOOKUP = "agent_snapshot__profiles__default__name"

@@ -7,8 +7,10 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from traces import highlight as hl
-from traces import render as display
+from traces import access
+from traces.display import highlight as hl
+from traces.display import timeline as waterfall
+from traces.display.view import StepView
 from traces.models import Run, Step
 from traces.views import steps as loader
 
@@ -16,13 +18,8 @@ PAYLOAD_FIELDS = ("input", "output", "text")
 
 
 def visible_run(request: HttpRequest, pk: int) -> Run:
-    # Another user's run is a 404, not a 403: its existence is not disclosed.
-    return get_object_or_404(Run.objects.visible_to(request.user).defer("history"), pk=pk)
-
-
-def visible_step(request: HttpRequest, pk: int, seq: int) -> Step:
-    run = visible_run(request, pk)
-    return get_object_or_404(Step, run=run, seq=seq)
+    """The run of a trace page (its chat history is not shown: left in the database)."""
+    return access.visible_run(request.user, pk, Run.objects.defer("history"))
 
 
 def _int(value: str | None) -> int | None:
@@ -42,7 +39,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
                                                      loader.MAX_PAGE)
     views = loader.step_views(run, limit=limit)
     bars, shown = loader.timeline(run, last)
-    lane_labels = display.lanes(bars)
+    lane_labels = waterfall.lanes(bars)
     visible = Run.objects.visible_to(request.user)
     context = {
         "run": run, "steps": views, "last_seq": last, "current": current,
@@ -60,7 +57,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "traces/run_detail.html", context)
 
 
-def _next_after(views: list[display.StepView], last: int) -> int | None:
+def _next_after(views: list[StepView], last: int) -> int | None:
     return views[-1].seq if views and views[-1].seq < last else None
 
 

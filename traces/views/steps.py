@@ -13,7 +13,9 @@ from django.db.models import Max, Min, QuerySet, TextField
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Cast, Length
 
-from traces import render
+from traces.display import timeline as waterfall
+from traces.display.renderer import StepRenderer
+from traces.display.view import PAYLOAD_LIMIT, StepView
 from traces.models import Run, Step
 
 PAGE_SIZE = 200
@@ -40,7 +42,7 @@ def load_rows(run: Run, *, after: int = 0, limit: int = PAGE_SIZE) -> list[dict[
                 .values("pk", *SMALL_FIELDS, "input_size", "output_size", "text_size",
                         "tool_calls")[:limit])
     for name in PAYLOADS:
-        small = [r["pk"] for r in rows if (r[f"{name}_size"] or 0) <= render.PAYLOAD_LIMIT]
+        small = [r["pk"] for r in rows if (r[f"{name}_size"] or 0) <= PAYLOAD_LIMIT]
         if small:
             values = dict(Step.objects.filter(pk__in=small).values_list("pk", name))
             for row in rows:
@@ -49,28 +51,20 @@ def load_rows(run: Run, *, after: int = 0, limit: int = PAGE_SIZE) -> list[dict[
     return rows
 
 
-def depths(run: Run, rows: list[dict[str, Any]]) -> dict[int, int]:
-    """Tree depth of each row; ancestors outside the page are looked up a level at a time."""
+def ancestry(run: Run, rows: list[dict[str, Any]]) -> dict[int, int | None]:
+    """The parent of each row and of every ancestor outside the page (looked up a level at a
+    time), for the renderer's tree depths."""
     parent_of = {r["seq"]: r["parent"] for r in rows}
     while missing := {p for p in parent_of.values() if p is not None and p not in parent_of}:
         found = dict(run.steps.filter(seq__in=missing).values_list("seq", "parent"))
         parent_of.update({seq: found.get(seq) for seq in missing})
-
-    def depth(seq: int) -> int:
-        level, seen = 0, {seq}
-        while (parent := parent_of.get(seq)) is not None and parent not in seen:
-            seen.add(parent)
-            level, seq = level + 1, parent
-        return level
-
-    return {r["seq"]: depth(r["seq"]) for r in rows}
+    return parent_of
 
 
-def step_views(run: Run, *, after: int = 0, limit: int = PAGE_SIZE) -> list[render.StepView]:
+def step_views(run: Run, *, after: int = 0, limit: int = PAGE_SIZE) -> list[StepView]:
     rows = load_rows(run, after=after, limit=limit)
-    levels = depths(run, rows)
-    start = run_start(run)
-    return [render.step_view(r, run_start=start, depth=levels[r["seq"]]) for r in rows]
+    renderer = StepRenderer(run, run_start=run_start(run), parents=ancestry(run, rows))
+    return [renderer.view(r) for r in rows]
 
 
 def run_start(run: Run) -> Any:
@@ -83,15 +77,15 @@ def last_seq(run: Run) -> int:
     return run.steps.aggregate(m=Max("seq"))["m"] or 0
 
 
-def timeline(run: Run, count: int) -> tuple[list[render.Bar], int]:
+def timeline(run: Run, count: int) -> tuple[list[waterfall.Bar], int]:
     """Bars for the waterfall and how many steps they stand for; big runs show their slowest."""
     fields = ("seq", "kind", "started_at", "duration_ms")
     if count <= TIMELINE_ALL:
-        return render.timeline(list(run.steps.values_list(*fields))), count
+        return waterfall.timeline(list(run.steps.values_list(*fields))), count
     span = run.steps.aggregate(start=Min("started_at"), last=Max("started_at"))
     slow = list(run.steps.exclude(duration_ms=None).order_by("-duration_ms")
                 .values_list(*fields)[:TIMELINE_CAP])
     slow.sort(key=lambda r: r[0])
     end = max([span["last"].timestamp()] + [r[2].timestamp() + (r[3] or 0) / 1000
                                              for r in slow])
-    return render.timeline(slow, start=span["start"], end=end), len(slow)
+    return waterfall.timeline(slow, start=span["start"], end=end), len(slow)

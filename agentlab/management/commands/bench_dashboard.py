@@ -1,5 +1,5 @@
 """`manage.py bench_dashboard`: how fast /dashboard/ is over many recorded steps, as printed
-figures (issue 8: "the page stays fast with 100,000 recorded steps").
+figures (the goal: the page stays fast with 100,000 recorded steps).
 
 It records synthetic finished runs of every paradigm (their roles, tool calls with some errors,
 format errors, reflections; created over the last 30 days) under a `bench-dashboard` user in

@@ -1,5 +1,5 @@
 """manage.py bench_live: how fast recorded steps reach WebSocket clients, and the runtime's
-own cost per step (issue 7, "Performance").
+own cost per step (the goals: docs/ARCHITECTURE.md, "The live path").
 
 Three processes besides this one, all on loopback and all in a throw-away state folder (never
 your database): an instant OpenAI-compatible server, a migrate-and-prepare step, and daphne
@@ -24,8 +24,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from agentlab.benchutil import tool_calls_for
-from agentlab.benchwatch import LevelResult
+from agentlab.bench.stack import tool_calls_for
+from agentlab.bench.watch import LevelResult
 
 GOAL_P95_MS, GOAL_P95_AT, GOAL_OVERHEAD_MS = 50.0, 20, 2.0
 
@@ -60,7 +60,7 @@ def wait_for(check: Any, what: str, timeout: float, proc: subprocess.Popen | Non
 
 
 class Command(BaseCommand):
-    help = "Latency of live steps over WebSockets and runtime overhead per step (issue 7)."
+    help = "Latency of live steps over WebSockets and runtime overhead per step."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--runs", default="1,20,100",
@@ -98,11 +98,11 @@ class Command(BaseCommand):
 
     def watch(self, env: dict[str, str], port: int, prepared: dict[str, Any], run_ids: list[int],
               timeout: float) -> LevelResult:
-        """One level, watched by the browser stand-in process (benchwatch)."""
+        """One level, watched by the browser stand-in process (agentlab/bench/watch.py)."""
         spec = {"port": port, "runs": run_ids, "timeout": timeout,
                 "cookie": f"{prepared['session_cookie']}={prepared['session']}"}
         cpu_before = process_cpu_ms(self.server_pid)
-        done = subprocess.run([sys.executable, "-m", "agentlab.benchwatch", json.dumps(spec)],
+        done = subprocess.run([sys.executable, "-m", "agentlab.bench.watch", json.dumps(spec)],
                               env=env, cwd=str(settings.BASE_DIR), capture_output=True,
                               text=True, timeout=timeout + 60)
         if done.returncode:
@@ -130,12 +130,12 @@ class Command(BaseCommand):
         py, cwd = sys.executable, str(settings.BASE_DIR)
         port_file = tmp / "llm.port"
         self.say("starting the instant OpenAI-compatible server …")
-        llm = self.spawn(stack, [py, "-m", "agentlab.benchutil", "llm", str(port_file),
+        llm = self.spawn(stack, [py, "-m", "agentlab.bench.stack", "llm", str(port_file),
                                  str(tool_calls_for(steps))], env, cwd)
         llm_port = wait_for(lambda: port_file.exists() and port_file.read_text(),
                             "the instant model server", 20, llm)
         self.say(f"preparing {sum(counts)} runs in {tmp} (migrate) …")
-        done = subprocess.run([py, "-m", "agentlab.benchutil", "prepare",
+        done = subprocess.run([py, "-m", "agentlab.bench.stack", "prepare",
                                f"http://127.0.0.1:{llm_port}/v1", ",".join(map(str, counts)),
                                str(steps)], env=env, cwd=cwd, capture_output=True, text=True,
                               timeout=300)

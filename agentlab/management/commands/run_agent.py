@@ -8,8 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from agentlab.cli_output import TerminalSink
 from agentlab.management.commandutil import find_agent, find_user, needs_embedded, start_embedded
+from traces.display.terminal import TerminalSink
 
 
 class Command(BaseCommand):
@@ -27,7 +27,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, agent: str, question: str, user: str | None, approve: str,
                no_model: bool, **options: Any) -> None:
-        from agentlab.runner import create_run
+        from agentlab.runs.snapshot import create_run
 
         row = find_agent(agent)
         owner = find_user(user)
@@ -56,8 +56,8 @@ class Command(BaseCommand):
             sys.exit(1)
 
     async def _execute(self, run: Any, approve: str) -> Any:
-        from agentlab.paradigms.base import Approval
-        from agentlab.runner import execute_run
+        from agentlab.runs.tasks import execute_run
+        from agentlab.runtime.context import Approval
 
         interactive = sys.stdin.isatty()
 

@@ -15,7 +15,13 @@ from django.core.management.base import BaseCommand, CommandError
 from agentlab.evals import engine
 from agentlab.evals.models import Result, Suite
 from agentlab.evals.summary import agent_summary
-from agentlab.management.commandutil import find_agent, find_user, needs_embedded, start_embedded
+from agentlab.management.commandutil import (
+    find_agent,
+    find_named,
+    find_user,
+    needs_embedded,
+    start_embedded,
+)
 from agentlab.models import ModelProfile
 
 BAR = 30
@@ -44,15 +50,16 @@ class Command(BaseCommand):
                user: str | None, judge: str | None, limit: int | None,
                run_timeout: int | None, title: str,
                markdown: bool, no_model: bool, **options: Any) -> None:
-        found = _suite(suite)
+        found = find_named(Suite.objects.all(), suite, "suite")
         rows = [find_agent(a) for a in dict.fromkeys(agents)]
+        judge_profile = find_named(ModelProfile.objects.all(), judge, "model profile") \
+            if judge else None
         if limit is not None and limit < 1:
             raise CommandError("--limit must be at least 1")
         try:
             experiment = engine.create_experiment(
                 find_user(user), found, rows, title=title, concurrency=concurrency,
-                judge_profile=_profile(judge) if judge else None, case_limit=limit,
-                run_timeout_s=run_timeout)
+                judge_profile=judge_profile, case_limit=limit, run_timeout_s=run_timeout)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         done, total = experiment.progress()
@@ -97,22 +104,6 @@ class Command(BaseCommand):
                           f"{verdict}{where}")
 
 
-def _suite(ref: str) -> Suite:
-    found = Suite.objects.filter(name=ref).first() or (
-        Suite.objects.filter(pk=int(ref)).first() if ref.isdigit() else None)
-    if found is None:
-        names = ", ".join(repr(n) for n in Suite.objects.values_list("name", flat=True))
-        raise CommandError(f"No suite named {ref!r}. Suites: {names or 'none'}")
-    return found
-
-
-def _profile(ref: str) -> ModelProfile:
-    found = ModelProfile.objects.filter(name=ref).first() or (
-        ModelProfile.objects.filter(pk=int(ref)).first() if ref.isdigit() else None)
-    if found is None:
-        names = ", ".join(repr(n) for n in ModelProfile.objects.values_list("name", flat=True))
-        raise CommandError(f"No model profile named {ref!r}. Profiles: {names or 'none'}")
-    return found
 
 
 HEADERS = ["agent", "mean score", "pass rate", "errors", "runs ok", "tokens", "cost $",

@@ -9,13 +9,30 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from agentlab.llm.types import ChatModel
     from agentlab.tools.executor import ToolExecutor
+
+
+class ParadigmRun(Protocol):
+    """What the runtime needs of a paradigm instance (agentlab.paradigms.registry.Paradigm)."""
+
+    async def run(self, ctx: Any, task: str) -> str: ...
+
+    def partial_answer(self, ctx: Any, reason: str) -> str: ...
+
+
+class ParadigmLookup(Protocol):
+    """How a run finds another paradigm by key for a sub-run. The runtime is below the
+    paradigms, so the lookup is handed in (the module agentlab.paradigms.registry is one)."""
+
+    def get_paradigm(self, key: str) -> Callable[[], ParadigmRun]: ...
+
+    def validate_params(self, key: str, params: dict[str, Any] | None) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -57,6 +74,7 @@ class ScopedContext:
     _system_prompt: str
     _history: list[dict[str, Any]]
     _executor: ToolExecutor
+    paradigms: ParadigmLookup | None
 
     def _init_scope(self) -> None:
         # A context variable, not an attribute: concurrent sub-runs (asyncio tasks) each see
@@ -135,22 +153,24 @@ class ScopedContext:
                       **scope: Any) -> str:
         """Run another paradigm (by key) as a part of this run, inside `scope(role=…)`, and
         return its answer. Its steps, budgets and totals are this run's."""
-        from agentlab.paradigms.registry import get_paradigm
-
         with self.scope(role=role, parent=parent, **scope):
-            return await get_paradigm(paradigm)().run(self, task)  # type: ignore[arg-type]
+            return await self._lookup().get_paradigm(paradigm)().run(self, task)
 
     async def run_agent(self, spec: AgentSpec, task: str, *, role: str | None = None,
                         parent: int | None = None,
                         history: list[dict[str, Any]] | None = None) -> str:
         """Run the configured agent `spec` as a sub-agent, with its own models when it has them."""
-        from agentlab.paradigms.registry import validate_params
-
         return await self.sub_run(
             spec.paradigm, task, role=role or spec.name, parent=parent,
-            params=validate_params(spec.paradigm, spec.params),
+            params=self._lookup().validate_params(spec.paradigm, spec.params),
             system_prompt=spec.system_prompt, history=history or [], executor=spec.executor,
             models=spec.models)
+
+    def _lookup(self) -> ParadigmLookup:
+        if self.paradigms is None:
+            raise RuntimeError("this RunContext has no paradigm lookup for sub-runs "
+                               "(pass paradigms=agentlab.paradigms.registry)")
+        return self.paradigms
 
     def model_for(self, role: str) -> ChatModel:
         """The model of `role`: a sub-agent's own models inside its scope, else the run's."""

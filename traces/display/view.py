@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.utils.html import escape
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
 
-from traces import highlight as hl
+from traces.display import highlight as hl
 
 PAYLOAD_LIMIT = 2048  # characters shown inline; bigger payloads are fetched when opened
 TEXT_LABELS = {
@@ -79,7 +78,8 @@ def _empty(value: Any) -> bool:
     return value is None or value == "" or value == {} or value == []
 
 
-def _epoch(value: datetime | float | None) -> float | None:
+def epoch(value: datetime | float | None) -> float | None:
+    """Seconds since the epoch of a datetime or a number (None stays None)."""
     if value is None:
         return None
     return value.timestamp() if isinstance(value, datetime) else float(value)
@@ -90,7 +90,7 @@ def step_view(row: dict[str, Any], *, run_start: datetime | float | None = None,
     """A StepView from a dict of step fields. `input`/`output`/`text` may be missing (too big to
     load): then `<field>_size` says how big and the page fetches it when opened."""
     kind = row["kind"]
-    started, start = _epoch(row.get("started_at")), _epoch(run_start)
+    started, start = epoch(row.get("started_at")), epoch(run_start)
     view = StepView(
         seq=row["seq"], parent=row.get("parent"), kind=kind, role=row.get("role") or "",
         name=row.get("name") or "", status=row.get("status") or "ok",
@@ -156,94 +156,3 @@ def _fact(value: Any) -> str:
         return f"{value:.3g}"
     text = str(value)
     return text if len(text) <= 120 else text[:117] + "…"
-
-
-# ------------------------------------------------------------------ timeline
-
-@dataclass
-class Bar:
-    seq: int
-    kind: str
-    left: float  # percent of the run's span
-    width: float
-    duration_ms: float
-    lane: int = 0
-
-
-def timeline(rows: list[tuple[int, str, Any, float | None]], *, start: Any = None,
-             end: Any = None) -> list[Bar]:
-    """Waterfall bars from (seq, kind, started_at, duration_ms), positioned in percent of the
-    span from the first start to the last end (or the given start/end)."""
-    if not rows:
-        return []
-    starts = [_epoch(r[2]) or 0.0 for r in rows]
-    t0 = _epoch(start) if start is not None else min(starts)
-    t1 = _epoch(end) if end is not None else max(
-        s + (r[3] or 0) / 1000 for s, r in zip(starts, rows, strict=True))
-    span = max(t1 - t0, 1e-3)
-    bars = []
-    for s, (seq, kind, _started, duration) in zip(starts, rows, strict=True):
-        left = min(max((s - t0) / span * 100, 0.0), 100.0)
-        width = min(max((duration or 0) / 1000 / span * 100, 0.25), 100.0 - left)
-        bars.append(Bar(seq, kind, round(left, 3), round(max(width, 0.25), 3), duration or 0))
-    return bars
-
-
-def lanes(bars: list[Bar], *, per_step_max: int = 80) -> list[str]:
-    """Give each bar a lane (in place): its own row for small runs, one row per kind for big ones.
-    Returns the lane labels."""
-    if len(bars) <= per_step_max:
-        for index, bar in enumerate(bars):
-            bar.lane = index
-        return [f"#{bar.seq}" for bar in bars]
-    kinds = sorted({bar.kind for bar in bars}, key=lambda k: TEXT_LABELS_ORDER.get(k, 99))
-    for bar in bars:
-        bar.lane = kinds.index(bar.kind)
-    return kinds
-
-
-TEXT_LABELS_ORDER = {kind: i for i, kind in enumerate(TEXT_LABELS)}
-
-
-# ------------------------------------------------------------------ formatting and diffs
-
-def format_size(chars: int) -> str:
-    if chars < 1024:
-        return f"{chars} B"
-    if chars < 1024 * 1024:
-        return f"{chars / 1024:.1f} KB"
-    return f"{chars / 1024 / 1024:.1f} MB"
-
-
-def format_tokens(count: int | None) -> str:
-    return f"{count or 0:,}"
-
-
-def format_duration(ms: float | None) -> str:
-    if ms is None:
-        return "—"
-    if ms < 1000:
-        return f"{ms:.0f} ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.2f} s"
-    minutes, seconds = divmod(ms / 1000, 60)
-    return f"{minutes:.0f} min {seconds:.0f} s"
-
-
-def format_cost(usd: float | None) -> str:
-    if not usd:
-        return "$0"
-    return f"${usd:.4f}" if usd >= 0.01 else f"${usd:.2g}"
-
-
-def chunks_html(chunks: list[tuple[str, str]], side: str) -> SafeString:
-    """One side of a word diff: the left keeps deletions (<del>), the right insertions (<ins>);
-    every chunk is escaped."""
-    drop, mark, tag = ("insert", "delete", "del") if side == "left" else ("delete", "insert",
-                                                                            "ins")
-    parts = []
-    for kind, text in chunks:
-        if kind == drop:
-            continue
-        parts.append(f"<{tag}>{escape(text)}</{tag}>" if kind == mark else str(escape(text)))
-    return mark_safe("".join(parts))  # noqa: S308 (escaped above)

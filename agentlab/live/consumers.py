@@ -1,26 +1,28 @@
-"""WebSocket consumers of live runs and chats (the contract: notes/ws_protocol.md, issue 7).
+"""The WebSocket consumer of one live run, and the JSON-frame base the chat's consumer shares
+(the contract: docs/LIVE_PROTOCOL.md).
 
-Thin by design: a handler reads or writes a row, forwards a control to `live.RunControl`, or
-relays a group message. Runs are asyncio tasks owned by `runner.py`; nothing here waits on one.
+Thin by design: a handler reads or writes a row, forwards a control to `control.RunControl`,
+or relays a group message. Runs are asyncio tasks owned by `agentlab.runs.tasks`; nothing here
+waits on one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections import OrderedDict, deque
+from collections import deque
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from agentlab import live
-from agentlab.chat import turns
-from agentlab.chat.steps import StepRenderer
-from traces import fanout
+from agentlab.live import control as live
+from agentlab.runs import tasks
+from traces import access, fanout
+from traces.display.renderer import StepRenderer
 from traces.fanout import group_name
 from traces.models import Run
-from traces.recorder import FINISHED_STATUSES
+from traces.schema import FINISHED_STATUSES
 
 REFUSED = 4403  # anonymous, another user's, or missing: all look the same
 CONTROL_ACTIONS = ("pause", "resume", "step", "cancel", "edit", "approve", "deny")
@@ -78,7 +80,7 @@ class RunConsumer(LiveConsumer):
         self.sender: asyncio.Task[None] | None = None
         await self.accept()  # then close with a code the browser sees (no blind reconnects)
         self.joined = False
-        if not await visible_run(self.scope["user"], self.run_id):
+        if not await can_see_run(self.scope["user"], self.run_id):
             return await self.refuse()
         fanout.subscribe(self.run_id, self.hear)
         if fanout.remote_layer() is not None:
@@ -144,7 +146,7 @@ class RunConsumer(LiveConsumer):
                                         run["totals"]))
 
     async def do_start(self, frame: dict[str, Any]) -> None:
-        run = await turns.claim_queued(self.run_id)
+        run = await tasks.claim_queued(self.run_id)
         if run is None:
             raise live.ControlError("the run has already started")
         live.start(run, self.settings)
@@ -153,7 +155,7 @@ class RunConsumer(LiveConsumer):
         settings = live.DebugSettings.from_frame(frame)
         if control := live.get(self.run_id):
             await control.act(frame)
-        elif await turns.is_queued(self.run_id):
+        elif await tasks.is_queued(self.run_id):
             self.settings = settings  # applied when this socket starts the run
         else:
             raise live.ControlError("the run is not active")
@@ -182,7 +184,7 @@ class RunConsumer(LiveConsumer):
 
     async def run_step(self, event: dict[str, Any]) -> None:
         # A seq already sent is re-sent as an update: the browser replaces it by seq.
-        frame = live_frame(self.renderer, self.run_id, event)
+        frame = self.renderer.live_frame(event)
         for clock in ("recorded_at", "sent_at"):  # for latency figures (bench_live)
             if clock in event:
                 frame[clock] = event[clock]
@@ -202,52 +204,6 @@ class RunConsumer(LiveConsumer):
         await self.send_json({"type": "approval", **_approval(event)})
 
 
-class ChatConsumer(LiveConsumer):
-    """/ws/chat/<id>/: "start" adds a turn and launches its run; the page then watches that
-    run on its own /ws/runs/<id>/ socket (backfill, reconnect and controls come with it)."""
-
-    actions = ("start",)
-
-    async def connect(self) -> None:
-        self.conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
-        await self.accept()
-        if not await turns.owns_conversation(self.scope["user"], self.conversation_id):
-            return await self.refuse()
-
-    async def do_start(self, frame: dict[str, Any]) -> None:
-        message = frame.get("message")
-        if not isinstance(message, str) or not message.strip():
-            raise live.ControlError('"message" must be the text of your question')
-        if await turns.busy(self.conversation_id):
-            raise live.ControlError("the previous answer is still running")
-        turn = await turns.add_turn(self.conversation_id, message.strip())
-        live.start(turn.run)
-        await self.send_json({"type": "turn", "run": turn.run_id, "position": turn.position,
-                              "html": await turns.turn_html(turn)})
-
-
-# (run, seq, version, run start, depth) -> the step's partial: rendered once per process for
-# every socket watching the run (a compare page, several tabs), not once per socket.
-_RENDERED: OrderedDict[tuple[Any, ...], str] = OrderedDict()
-RENDER_CACHE_SIZE = 512
-
-
-def live_frame(renderer: StepRenderer, run_id: int, event: dict[str, Any]) -> dict[str, Any]:
-    """The "step" frame of a published step, its HTML from the cache when another socket of
-    this process already rendered the same version with the same run start and depth."""
-    step, version = event["step"], event.get("version")
-    if version is None:
-        return renderer.frame(step)
-    depth = renderer.place(step)
-    key = (run_id, step["seq"], version, renderer.run_start, depth)
-    html = _RENDERED.get(key)
-    if html is None:
-        html = _RENDERED[key] = renderer.html(step, depth)
-        if len(_RENDERED) > RENDER_CACHE_SIZE:
-            _RENDERED.popitem(last=False)
-    return renderer.frame(step, html)
-
-
 def _final(status: str, answer: Any, error: Any, totals: dict[str, Any]) -> dict[str, Any]:
     return {"type": "final", "status": status, "answer": answer, "error": error,
             "totals": totals}
@@ -257,9 +213,7 @@ def _approval(event: dict[str, Any]) -> dict[str, Any]:
     return {"seq": event["seq"], "tool": event["tool"], "arguments": event["arguments"]}
 
 
-@database_sync_to_async
-def visible_run(user: Any, run_id: int) -> bool:
-    return Run.objects.visible_to(user).filter(pk=run_id).exists()
+can_see_run = database_sync_to_async(access.can_see_run)
 
 
 @database_sync_to_async

@@ -17,14 +17,8 @@ from typing import Any
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
-from traces.render import (
-    Payload,
-    StepView,
-    format_cost,
-    format_duration,
-    format_size,
-    format_tokens,
-)
+from traces.display.figures import format_cost, format_duration, format_size, format_tokens
+from traces.display.view import Payload, StepView
 
 LOADING = '<div class="payload-body muted">Loading…</div>'
 

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentlab.paradigms.context import Approval, normalise_args
+from agentlab.runtime.context import Approval
 from agentlab.tools.executor import ToolExecutor, ToolResult
-from traces.schema import Step
+from traces.schema import Step, normalise_args
 
 WINDOW = 8
 

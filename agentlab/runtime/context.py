@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentlab.llm.errors import LLMError
-from agentlab.paradigms import slots
-from agentlab.paradigms.limits import (
+from agentlab.runtime import slots
+from agentlab.runtime.limits import (
     BudgetExceeded,
     Limits,
     LoopDetected,
@@ -18,8 +18,8 @@ from agentlab.paradigms.limits import (
     Totals,
     deadline_lifted,
 )
-from agentlab.paradigms.scopes import AgentSpec, ScopedContext
-from agentlab.paradigms.sinks import StepSink, durable
+from agentlab.runtime.scopes import AgentSpec, ParadigmLookup, ScopedContext
+from agentlab.runtime.sinks import StepSink, durable
 from agentlab.tools.executor import ToolResult
 from traces.schema import Step, normalise_args
 
@@ -61,6 +61,7 @@ class RunContext(ScopedContext):
         checkpoint: CheckpointHook | None = None,
         approver: Callable[[Step], Awaitable[Approval]] | None = None,
         agents: Mapping[str, AgentSpec] | None = None,
+        paradigms: ParadigmLookup | None = None,
     ) -> None:
         if "default" not in models:
             raise ValueError("models needs a 'default' entry (other keys are roles)")
@@ -68,6 +69,7 @@ class RunContext(ScopedContext):
         self._executor = executor
         self.sink = sink
         self.agents = dict(agents or {})  # other agents by name, for Multi-Agent members
+        self.paradigms = paradigms  # for sub-runs by paradigm key (ctx.sub_run, ctx.run_agent)
         self.limits = limits or Limits()
         self._params = dict(params or {})
         self._system_prompt = system_prompt

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agentlab.paradigms._parse_common import (
+from agentlab.paradigms.parsing.common import (
     ParseError,
     bracket_span,
     call_args,

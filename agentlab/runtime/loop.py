@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentlab.llm.errors import LLMError
-from agentlab.paradigms.limits import BudgetExceeded, LoopDetected, RunCancelled, Totals
+from agentlab.runtime.limits import BudgetExceeded, LoopDetected, RunCancelled, Totals
 from traces.schema import Step
 
 if TYPE_CHECKING:
-    from agentlab.paradigms.context import RunContext
-    from agentlab.paradigms.registry import Paradigm
+    from agentlab.runtime.context import RunContext
+    from agentlab.runtime.scopes import ParadigmRun
 
 FinalStatus = Literal["succeeded", "failed", "cancelled", "timed_out"]
 
@@ -27,7 +27,7 @@ class RunOutcome:
     totals: Totals
 
 
-async def execute(paradigm: Paradigm, ctx: RunContext, task: str) -> RunOutcome:
+async def execute(paradigm: ParadigmRun, ctx: RunContext, task: str) -> RunOutcome:
     """Run `paradigm` on `task`; every ending gets a `final` step and a last sink.status()."""
     await ctx.sink.status("running", {})
     started = time.perf_counter()

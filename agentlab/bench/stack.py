@@ -1,4 +1,5 @@
-"""Pieces of `manage.py bench_live` that run in their own processes (python -m agentlab.benchutil).
+"""Pieces of `manage.py bench_live` that run in their own processes
+(python -m agentlab.bench.stack).
 
 - `llm PORT_FILE`: an instant OpenAI-compatible server on loopback. It plays a ReAct agent in
   function-calling mode: it asks for `calculator` until the conversation holds `tool_calls`
@@ -129,8 +130,8 @@ def prepare(llm_url: str, counts: list[int], steps: int) -> dict[str, Any]:
     from django.contrib.auth.models import User
     from django.core.management import call_command
 
-    from agentlab import runner
     from agentlab.models import Agent, ModelProfile, Tool
+    from agentlab.runs.snapshot import create_run
 
     call_command("migrate", verbosity=0, interactive=False)
     user = User.objects.create_user(BENCH_USER, password=None)
@@ -148,7 +149,7 @@ def prepare(llm_url: str, counts: list[int], steps: int) -> dict[str, Any]:
     agent.full_clean()
     agent.save()
     agent.tools.set(Tool.objects.filter(name="calculator"))
-    runs = [[runner.create_run(agent, user, "What is 6*7?").pk for _ in range(n)]
+    runs = [[create_run(agent, user, "What is 6*7?").pk for _ in range(n)]
             for n in counts]
     return {"session_cookie": settings.SESSION_COOKIE_NAME, "session": session.session_key,
             "runs": runs}
@@ -164,7 +165,7 @@ def main(argv: list[str]) -> None:
         counts = [int(n) for n in argv[2].split(",")]
         print(json.dumps(prepare(argv[1], counts, int(argv[3]))))
     else:
-        sys.exit("usage: python -m agentlab.benchutil llm PORT_FILE CALLS | "
+        sys.exit("usage: python -m agentlab.bench.stack llm PORT_FILE CALLS | "
                  "prepare LLM_URL COUNTS STEPS")
 
 

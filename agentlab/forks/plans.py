@@ -16,24 +16,25 @@ from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 
-from agentlab import runner
-from agentlab.llm.replay import RecordedCall, Recording, replay_models
-from agentlab.paradigms.base import RunContext
-from agentlab.paradigms.sinks import durable
-from agentlab.tools.executor import ToolExecutor
-from agentlab.tools.recorded import (
+from agentlab.forks.recorded_tools import (
     RecordedApproval,
     RecordedExecutor,
     RecordedTool,
     ToolRecording,
 )
+from agentlab.llm.replay import RecordedCall, Recording, replay_models
+from agentlab.runs import tasks
+from agentlab.runs.snapshot import snapshot
+from agentlab.runtime.context import RunContext
+from agentlab.runtime.sinks import durable
+from agentlab.tools.executor import ToolExecutor
 from traces.models import Run, Step
+from traces.schema import FINISHED_STATUSES
 from traces.schema import Step as StepRecord
 
 RESUMABLE = ("interrupted", "cancelled", "timed_out", "failed")
 # Keys a replay or fork adds to its snapshot; not inherited by a fork of that run.
 REPLAY_KEYS = ("replay_of", "replay", "first_divergence", "fork")
-FINISHED = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
 
 
 class ForkError(ValueError):
@@ -151,7 +152,7 @@ class MarkingSink:
         await durable(self.inner)
 
     async def status(self, status: str, detail: dict[str, Any]) -> None:
-        if status in FINISHED:
+        if status in FINISHED_STATUSES:
             await sync_to_async(self._save_summary, thread_sensitive=False)()
         await self.inner.status(status, detail)
 
@@ -184,7 +185,7 @@ def plan_replay(source: Run, user: Any, *, tools: Literal["live", "recorded"] = 
         raise ForkError(f"unknown replay option tools={tools!r}, agent={agent!r}")
     current = agent == "current" and source.agent is not None
     try:
-        base = runner.snapshot(source.agent) if current else source.agent_snapshot
+        base = snapshot(source.agent) if current else source.agent_snapshot
     except ValueError as exc:  # e.g. a member agent deleted since
         raise ForkError(f"the agent cannot run as it is configured now: {exc}") from None
     snap = {**_clean_snapshot(base), "replay_of": source.pk,
@@ -235,7 +236,7 @@ def plan_resume(source: Run, user: Any) -> ReplayPlan:
 
 def start(plan: ReplayPlan) -> Run:
     """Launch the planned run as a task of the running loop (call from async code)."""
-    runner.launch(plan.run, prepare=plan.prepare)
+    tasks.launch(plan.run, prepare=plan.prepare)
     return plan.run
 
 

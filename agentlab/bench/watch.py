@@ -6,7 +6,7 @@ the render. `sent_at` (stamped once the row is written) splits that in two. A fr
 neither (an older server) falls back to the step's own end (started_at + duration_ms). All are
 time.time() on the same machine.
 
-It runs as its own process (python -m agentlab.benchwatch SPEC_JSON), free of Django: daphne
+It runs as its own process (python -m agentlab.bench.watch SPEC_JSON), free of Django: daphne
 pins txaio to Twisted in a Django process, and the clocks should not share a GIL with the
 server either. autobahn is imported there only.
 """
@@ -22,7 +22,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-FINISHED = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
 CLOCK_RECORDED = "recorded_at (handed to the recorder → arrival)"
 CLOCK_SENT = "sent_at (committed → arrival)"
 CLOCK_END = "step end (upper bound: includes the step's DB write)"

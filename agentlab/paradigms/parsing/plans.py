@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentlab.paradigms._parse_common import (
+from agentlab.paradigms.parsing.common import (
     FENCE_RE,
     ParseError,
     bracket_span,

@@ -1,24 +1,23 @@
 """Live control of the runs this process executes: pause, resume, step, breakpoints, pending
-edits and approvals (issue 7, "Step-by-step debugging").
+edits and approvals (README "Step-by-step debugging").
 
 A `RunControl` is three things to one run: its `checkpoint` and `approver` hooks (handed to
-`runner.launch`), a watcher sink (it sees every recorded step, for breakpoints "after" a step),
+`tasks.launch`), a watcher sink (it sees every recorded step, for breakpoints "after" a step),
 and the target of the controls a WebSocket consumer forwards. Waiting is an asyncio future per
 pause, so the run's task sleeps and the socket stays free; cancel reaches the task through
-`runner.cancel`. `CONTROLS` maps run id -> control, for this process only.
+`tasks.cancel`. `CONTROLS` maps run id -> control, for this process only.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from agentlab import runner
-from agentlab.paradigms.context import Approval
+from agentlab.runs import tasks
+from agentlab.runtime.context import Approval
 from traces.recorder import Recorder
 from traces.schema import Step
 
@@ -103,7 +102,7 @@ class Pause:
 class RunControl:
     run_id: int
     publisher: Publisher | None = None
-    cancel_run: Callable[[int], bool] = runner.cancel
+    cancel_run: Callable[[int], bool] = tasks.cancel
     settings: DebugSettings = field(default_factory=DebugSettings)
     pauses: dict[int, Pause] = field(default_factory=dict)  # seq -> what waits there
     _pause_next: str | None = None  # why the next checkpoint pauses (pause, step, breakpoint)
@@ -280,16 +279,8 @@ def start(run: Any, settings: DebugSettings | None = None, **hooks: Any) -> RunC
     """Launch `run` (a traces Run) in this loop under a new RunControl; call from async code."""
     control = RunControl(run.pk, settings=settings or DebugSettings())
     CONTROLS[run.pk] = control
-    task = runner.launch(run, checkpoint=control.checkpoint, approver=control.approve,
+    task = tasks.launch(run, checkpoint=control.checkpoint, approver=control.approve,
                          watchers=(control,), **hooks)
     task.add_done_callback(lambda _t: CONTROLS.pop(run.pk, None))
     return control
 
-
-async def stop_all() -> None:
-    """Cancel every run of this process (tests, shutdown) and wait for them to record it."""
-    for run_id in list(CONTROLS):
-        with contextlib.suppress(ControlError):
-            CONTROLS[run_id].cancel()
-    tasks = [t for t in runner.TASKS.values() if not t.done()]
-    await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,7 +1,7 @@
 """Replay, fork, resume and the LLM playground (pages under /runs/<id>/).
 
 The views that start runs are async: a run is an asyncio task of the serving loop (daphne's),
-created by runner.launch. ORM work and rendering go through sync_to_async.
+created by agentlab.runs.tasks.launch. ORM work and rendering go through sync_to_async.
 """
 
 from __future__ import annotations
@@ -16,22 +16,19 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from agentlab import forks
+from agentlab.forks import plans as forks
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.llm.errors import LLMError
 from agentlab.models import ModelProfile
 from agentlab.profiles import to_config
+from traces.access import visible_run
 from traces.models import Run, Step
 
 PARAM_KEYS = ("tools", "tool_choice", "response_format", "stop", "temperature", "max_tokens")
 
 
 def _get_run(user: Any, pk: int) -> Run:
-    # Another user's run is a 404, not a 403: its existence is not disclosed.
-    try:
-        return Run.objects.visible_to(user).select_related("agent").get(pk=pk)
-    except Run.DoesNotExist:
-        raise Http404(f"no run {pk}") from None
+    return visible_run(user, pk, Run.objects.select_related("agent"))
 
 
 def _get_step(run: Run, seq: int) -> Step:

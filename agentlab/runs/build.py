@@ -1,0 +1,71 @@
+"""Snapshot -> RunContext: the models per role, the one tools executor, the limits.
+
+Built from the snapshot alone (no agent row), so a snapshot from an imported bundle or an old
+run can run again. The paradigm registry is handed to the context for its sub-runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from agentlab.llm.client import OpenAIChatModel
+from agentlab.llm.types import ProfileConfig
+from agentlab.paradigms import registry
+from agentlab.profiles import resolve_url
+from agentlab.runtime.context import RunContext
+from agentlab.runtime.limits import Limits
+from agentlab.runtime.scopes import AgentSpec
+from agentlab.tools.executor import ToolExecutor, ToolPolicy
+from agentlab.tools.registry import builtin_tools
+
+
+def profile_from_dict(data: dict[str, Any]) -> ProfileConfig:
+    """The inverse of dataclasses.asdict, with the embedded model's current URL filled in."""
+    fallback = data.get("fallback")
+    chain = profile_from_dict(fallback) if fallback else None
+    return resolve_url(ProfileConfig(**{**data, "fallback": chain}))
+
+
+def build_context(snap: dict[str, Any], *, sink: Any, user_groups: Iterable[str] = (),
+                  is_superuser: bool = False, history: list[dict] | None = None,
+                  **hooks: Any) -> RunContext:
+    """A RunContext from a snapshot: models per role, the tools executor, limits."""
+    groups = list(user_groups)
+    agents = {
+        name: AgentSpec(name=name, paradigm=member["paradigm"], params=member["params"],
+                        system_prompt=member["system_prompt"],
+                        executor=executor_for(member["tools"], groups, is_superuser),
+                        models=models_for(member))
+        for name, member in snap.get("agents", {}).items()
+    }
+    limits = Limits(**{k: v for k, v in snap["limits"].items() if v is not None})
+    return RunContext(
+        models=models_for(snap),
+        executor=executor_for(snap["tools"], groups, is_superuser),
+        sink=sink,
+        limits=limits,
+        params=snap["params"],
+        system_prompt=snap["system_prompt"],
+        history=history or [],
+        agents=agents,
+        paradigms=registry,
+        **hooks,
+    )
+
+
+def executor_for(tools: dict[str, dict[str, Any]], user_groups: Iterable[str] = (),
+                 is_superuser: bool = False) -> ToolExecutor:
+    """The executor of a snapshot's tools (name -> policy as JSON) for a user with these
+    groups; a tool without a registered implementation is left out."""
+    registry_ = builtin_tools()
+    known = {name: registry_[name] for name in tools if name in registry_}
+    policies = {name: ToolPolicy(**{**tools[name],
+                                    "allowed_groups": frozenset(tools[name]["allowed_groups"])})
+                for name in known}
+    return ToolExecutor(known, policies, user_groups=list(user_groups),
+                        is_superuser=is_superuser)
+
+
+def models_for(snap: dict[str, Any]) -> dict[str, OpenAIChatModel]:
+    return {role: OpenAIChatModel(profile_from_dict(p)) for role, p in snap["profiles"].items()}

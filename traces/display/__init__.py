@@ -1,0 +1,1 @@
+"""How a step looks, for every page, socket and terminal (one home: see renderer.StepRenderer)."""
