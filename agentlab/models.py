@@ -7,11 +7,21 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
+from agentlab.llm.keys import key_variable_problem
+from agentlab.llm.local_server import CONTEXT_TOKENS as EMBEDDED_CONTEXT_TOKENS
+from agentlab.llm.types import DEFAULT_CONTEXT_TOKENS
+
 # Only the *name* of an environment variable is stored; this refuses pasted keys ("sk-…").
 env_var_name = RegexValidator(
     r"^[A-Z_][A-Z0-9_]*$",
     "Enter the NAME of an environment variable (e.g. OPENAI_API_KEY), never the key itself.",
 )
+
+
+def key_variable(name: str) -> None:
+    """A variable the server runs on (SECRET_KEY, DATABASE_URL…) never holds a profile's key."""
+    if problem := key_variable_problem(name):
+        raise ValidationError(problem)
 
 
 class ModelProfile(models.Model):
@@ -28,12 +38,18 @@ class ModelProfile(models.Model):
         "API key variable",
         max_length=100,
         blank=True,
-        validators=[env_var_name],
-        help_text="Name of the environment variable that holds the API key. "
-        "The key itself is never stored.",
+        validators=[env_var_name, key_variable],
+        help_text="Name of the environment variable that holds the API key (ending in _API_KEY, "
+        "_TOKEN or _KEY). The key itself is never stored.",
     )
     temperature = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0)])
     max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    context_tokens = models.PositiveIntegerField(
+        "context window (tokens)", null=True, blank=True,
+        validators=[MinValueValidator(256)],
+        help_text="How many tokens the model reads at most (prompt and reply). Blank: "
+        f"{DEFAULT_CONTEXT_TOKENS:,} ({EMBEDDED_CONTEXT_TOKENS:,} for the embedded model).",
+    )
     timeout_s = models.FloatField("timeout (s)", default=60, validators=[MinValueValidator(1)])
     retries = models.PositiveSmallIntegerField(
         default=2, help_text="Extra attempts on timeouts, 429 and 5xx, with backoff."

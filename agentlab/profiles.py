@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from agentlab.llm.client import OpenAIChatModel
-from agentlab.llm.local_server import MODEL_NAME, local_base_url
+from agentlab.llm.local_server import CONTEXT_TOKENS, MODEL_NAME, local_base_url
 from agentlab.llm.types import ProfileConfig
 from agentlab.models import ModelProfile
 
@@ -29,6 +29,7 @@ def to_config(
         api_key_env=profile.api_key_env,
         temperature=profile.temperature,
         max_tokens=profile.max_tokens,
+        context_tokens=profile.context_tokens or (None if profile.base_url else CONTEXT_TOKENS),
         timeout_s=profile.timeout_s,
         retries=profile.retries,
         price_in_per_m=float(profile.price_in_per_m),

@@ -148,6 +148,18 @@ async def test_a_bad_key_is_reported_without_leaking_it(fake_llm, fake_profile, 
     assert len(fake_llm.requests) == 1  # not retried
 
 
+@pytest.mark.parametrize("variable", ["SECRET_KEY", "DATABASE_URL", "DJANGO_SETTINGS_MODULE"])
+async def test_a_variable_the_server_runs_on_is_never_sent(fake_llm, fake_profile, monkeypatch,
+                                                           variable):
+    # A snapshot from an imported bundle names the server's own secret: refused before any
+    # request, whatever the admin said when the row was saved.
+    monkeypatch.setenv(variable, "the-servers-own-secret")
+    profile = dataclasses.replace(fake_profile, api_key_env=variable)
+    with pytest.raises(AuthenticationFailed, match=f"{variable} is a variable the server"):
+        await OpenAIChatModel(profile).chat(HELLO)
+    assert fake_llm.requests == []
+
+
 async def test_no_key_variable_never_sends_the_environments_openai_key(
         fake_llm, fake_profile, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-meant-for-openai")

@@ -78,14 +78,14 @@ def test_an_unknown_agent_lists_the_agents(agent, staff):
 
 
 def test_the_snapshot_freezes_the_agent_and_never_holds_a_key(agent, staff, monkeypatch):
-    monkeypatch.setenv("AGENTLAB_SECRET_FOR_TEST", "sk-do-not-store-me")
-    agent.model_profile.api_key_env = "AGENTLAB_SECRET_FOR_TEST"
+    monkeypatch.setenv("AGENTLAB_TEST_SECRET_KEY", "sk-do-not-store-me")
+    agent.model_profile.api_key_env = "AGENTLAB_TEST_SECRET_KEY"
     agent.model_profile.save()
     run = create_run(agent, staff, "hello")
     snap = run.agent_snapshot
     assert snap["paradigm"] == "react" and snap["params"]["mode"] == "function_calling"
     assert snap["params"]["max_iterations"]  # defaults filled in
-    assert snap["profiles"]["default"]["api_key_env"] == "AGENTLAB_SECRET_FOR_TEST"
+    assert snap["profiles"]["default"]["api_key_env"] == "AGENTLAB_TEST_SECRET_KEY"
     assert "sk-do-not-store-me" not in json.dumps(snap)
     agent.system_prompt = "edited later"
     agent.save()

@@ -17,7 +17,14 @@ from typing import Any
 import openai
 
 from agentlab.llm import transport
-from agentlab.llm.errors import BadResponse, ContextTooLong, LLMError, translate
+from agentlab.llm.errors import (
+    AuthenticationFailed,
+    BadResponse,
+    ContextTooLong,
+    LLMError,
+    translate,
+)
+from agentlab.llm.keys import key_variable_problem
 from agentlab.llm.local_server import MODEL_NAME as DEFAULT_MODEL
 from agentlab.llm.transport import parse_tool_call
 from agentlab.llm.types import ChatResult, ProfileConfig, TokenCallback
@@ -98,6 +105,9 @@ class OpenAIChatModel:
     async def _once(self, p: ProfileConfig, request: dict[str, Any],
                     on_token: TokenCallback | None, tally: _Tally) -> ChatResult:
         model = p.model or DEFAULT_MODEL
+        if problem := key_variable_problem(p.api_key_env):  # a snapshot may come from elsewhere
+            raise AuthenticationFailed(f"profile {p.name}: {problem}", profile=p.name,
+                                       base_url=p.base_url)
         key = (os.environ.get(p.api_key_env) if p.api_key_env else None) or "not-needed"
         kwargs = self._kwargs(p, model, request)
         try:

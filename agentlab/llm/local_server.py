@@ -20,6 +20,7 @@ from agentlab.paths import var_dir
 from traces.workers import pid_alive
 
 MODEL_NAME = "smollm2-135m-instruct"  # the --model_alias: what /v1/models lists and replies name
+CONTEXT_TOKENS = 4096  # the --n_ctx it is served with: the embedded profile's context window
 DEFAULT_PORT = 8766
 STATE_FILE = "local_llm.json"
 
@@ -97,7 +98,7 @@ class LocalModelServer:
     """Start, wait for, and stop `python -m llama_cpp.server` serving the embedded model."""
 
     def __init__(self, port: int = DEFAULT_PORT, *, host: str = "127.0.0.1",
-                 model_path: Path | None = None, n_ctx: int = 4096,
+                 model_path: Path | None = None, n_ctx: int = CONTEXT_TOKENS,
                  log_path: Path | None = None, write_state: bool = True,
                  n_threads: int | None = None) -> None:
         self.host = host

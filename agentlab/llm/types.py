@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 TokenCallback = Callable[[str], Awaitable[None] | None]
+DEFAULT_CONTEXT_TOKENS = 8192  # a profile's context window when it names none
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class ProfileConfig:
     api_key_env: str = ""
     temperature: float | None = None
     max_tokens: int | None = None
+    context_tokens: int | None = None  # None: DEFAULT_CONTEXT_TOKENS
     timeout_s: float = 60.0
     retries: int = 2
     price_in_per_m: float = 0.0

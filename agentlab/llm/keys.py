@@ -1,0 +1,36 @@
+"""Which environment variables a model profile may read its API key from (pure).
+
+A profile names a variable and the client sends its value, as a bearer token, to the profile's
+endpoint. So the name must look like a key (`…_API_KEY`, `…_TOKEN`, `…_KEY`) and must not be one
+the server runs on: its secret key, its database or Redis URL, anything the settings read. The
+admin refuses such a name, and the client refuses it again at run time (a snapshot may come
+from elsewhere).
+"""
+
+from __future__ import annotations
+
+import re
+
+KEY_NAME = re.compile(r"^[A-Z][A-Z0-9_]*_(?:API_KEY|TOKEN|KEY)$")
+# What agentlab/settings.py reads (tests/test_keys.py keeps this list complete), and what the
+# server's own tooling runs on.
+SERVER_VARIABLES = frozenset({
+    "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "DATABASE_URL", "REDIS_URL",
+    "EMAIL_BACKEND", "DEFAULT_FROM_EMAIL", "LOG_LEVEL", "AGENTLAB_VAR_DIR",
+    "AGENTLAB_LOCAL_LLM_URL", "AGENTLAB_LOCAL_LLM_PORT", "AGENTLAB_COMPUTE_SLOTS",
+    "DJANGO_SETTINGS_MODULE", "DJANGO_SECRET_KEY",
+})
+SERVER_PREFIXES = ("DJANGO_",)
+
+
+def key_variable_problem(name: str) -> str | None:
+    """Why `name` may not hold a profile's API key, or None when it may ("" = no key)."""
+    if not name:
+        return None
+    if name in SERVER_VARIABLES or name.startswith(SERVER_PREFIXES):
+        return (f"{name} is a variable the server itself runs on; a model profile may not send "
+                "it to an endpoint")
+    if not KEY_NAME.match(name):
+        return (f"{name!r} does not look like the name of an API key: use upper case, ending in "
+                "_API_KEY, _TOKEN or _KEY (e.g. OPENAI_API_KEY)")
+    return None
