@@ -132,3 +132,30 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
     "loggers": {"agentlab": {"level": os.environ.get("LOG_LEVEL", "INFO")}},
 }
+
+
+# -- Limits on what a user can send and start (docs/ARCHITECTURE.md "Settings") ---------------
+
+
+def env_int(name: str, default: int) -> int:
+    """A whole number from the environment; a value that is not one stops the server, by name."""
+    raw = os.environ.get(name, "").strip()
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, not {raw!r}") from None
+
+
+# A chat message, a compare question or a one-off run's question (characters).
+AGENTLAB_MAX_MESSAGE_CHARS = env_int("AGENTLAB_MAX_MESSAGE_CHARS", 20_000)
+# One WebSocket frame from a browser (characters); daphne itself closes at 1 MiB.
+AGENTLAB_MAX_FRAME_CHARS = env_int("AGENTLAB_MAX_FRAME_CHARS", 256 * 1024)
+# Runs one user may have going at once (running, paused, or queued and claimed); 0: no limit.
+AGENTLAB_MAX_ACTIVE_RUNS = env_int("AGENTLAB_MAX_ACTIVE_RUNS", 10)
+# Seconds a tool call waits for approve or deny before it is denied and the run goes on.
+AGENTLAB_APPROVAL_TTL_S = env_int("AGENTLAB_APPROVAL_TTL_S", 30 * 60)
+# Events one run socket may have waiting to be sent; past it the socket is closed with 1013
+# and the browser reconnects and re-syncs from the database (nothing is lost).
+AGENTLAB_SOCKET_OUTBOX = env_int("AGENTLAB_SOCKET_OUTBOX", 2_000)
+# Steps read from the database and sent per page of a sync's backfill.
+AGENTLAB_BACKFILL_PAGE = env_int("AGENTLAB_BACKFILL_PAGE", 200)

@@ -37,7 +37,7 @@ class Published:
     async def status(self, status: str, detail: dict) -> None:
         self.statuses.append((status, detail))
 
-    async def approval(self, step) -> None:
+    async def approval(self, step, expires_at=None) -> None:
         self.approvals.append(step)
 
 

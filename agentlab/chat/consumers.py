@@ -4,30 +4,43 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.db.models import QuerySet
+
 from agentlab.chat import turns
+from agentlab.chat.models import Conversation
 from agentlab.live import control as live
 from agentlab.live.consumers import LiveConsumer
+from agentlab.runs import tasks
 
 
 class ChatConsumer(LiveConsumer):
     """/ws/chat/<id>/: "start" adds a turn and launches its run; the page then watches that
-    run on its own /ws/runs/<id>/ socket (backfill, reconnect and controls come with it)."""
+    run on its own /ws/runs/<id>/ socket (backfill, reconnect and controls come with it).
+    Only the conversation's owner is admitted, and each "start" asks again."""
 
-    actions = ("start",)
+    frames = {"start": "converse"}
+    admission = "converse"
+
+    def target(self) -> tuple[QuerySet[Any], int]:
+        return Conversation.objects.all(), self.conversation_id
 
     async def connect(self) -> None:
         self.conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
-        await self.accept()
-        if not await turns.owns_conversation(self.scope["user"], self.conversation_id):
-            return await self.refuse()
+        await super().connect()
 
     async def do_start(self, frame: dict[str, Any]) -> None:
         message = frame.get("message")
         if not isinstance(message, str) or not message.strip():
             raise live.ControlError('"message" must be the text of your question')
-        if await turns.busy(self.conversation_id):
-            raise live.ControlError("the previous answer is still running")
-        turn = await turns.add_turn(self.conversation_id, message.strip())
+        message, limit = message.strip(), settings.AGENTLAB_MAX_MESSAGE_CHARS
+        if len(message) > limit:
+            raise live.ControlError(f"the message is {len(message):,} characters; a message "
+                                    f"may have at most {limit:,}")
+        try:
+            turn = await turns.add_turn(self.conversation_id, message)
+        except tasks.RunLimit as exc:
+            raise live.ControlError(str(exc)) from None
         live.start(turn.run)
         await self.send_json({"type": "turn", "run": turn.run_id, "position": turn.position,
                               "html": await turns.turn_html(turn)})

@@ -11,6 +11,7 @@ from django.template.loader import render_to_string
 
 from agentlab.chat.models import ChatTurn, Conversation
 from agentlab.live.control import ControlError
+from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
 from traces.schema import ACTIVE_STATUSES
 from traces.workers import worker_id
@@ -30,12 +31,16 @@ def history_of(conversation: Conversation) -> list[dict[str, str]]:
 
 
 def add_turn_now(conversation_id: int, message: str) -> ChatTurn:
-    """A queued run for `message` with the conversation so far, and its turn."""
+    """A queued run for `message` with the conversation so far, and its turn. ControlError
+    while the previous turn runs; RunLimit when the owner has as many runs going as they may."""
     with transaction.atomic():
         conversation = Conversation.objects.select_related("agent", "user").get(
             pk=conversation_id)
         if conversation.agent is None:
             raise ControlError("the agent of this conversation was deleted; start a new one")
+        if busy_now(conversation_id):
+            raise ControlError("the previous answer is still running")
+        tasks.ensure_room(conversation.user_id)
         try:
             run = create_run(conversation.agent, conversation.user, message,
                              history=history_of(conversation), worker=worker_id())
@@ -56,13 +61,7 @@ def turn_context(turn: ChatTurn) -> dict[str, Any]:
 add_turn = database_sync_to_async(add_turn_now)
 
 
-@database_sync_to_async
-def owns_conversation(user: Any, conversation_id: int) -> bool:
-    return Conversation.objects.owned_by(user).filter(pk=conversation_id).exists()
-
-
-@database_sync_to_async
-def busy(conversation_id: int) -> bool:
+def busy_now(conversation_id: int) -> bool:
     return ChatTurn.objects.filter(conversation_id=conversation_id,
                                    run__status__in=ACTIVE_STATUSES).exists()
 

@@ -1,8 +1,14 @@
-"""Chat pages (agents, conversations, one conversation) and the live page of one run."""
+"""Chat pages (agents, conversations, one conversation) and the live page of one run.
+
+A conversation is its owner's alone (traces.access "converse": staff included); a one-off run
+is watched and steered by whoever may (traces.access), on its live page.
+"""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -11,8 +17,9 @@ from django.views.decorators.http import require_POST
 from agentlab.chat.models import Conversation
 from agentlab.chat.turns import TITLE_CHARS, turn_context
 from agentlab.models import Agent
+from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
-from traces.access import visible_run
+from traces.access import require, visible_run
 from traces.display.renderer import first_steps_html
 
 STEPS_SHOWN = 300  # per turn / run page; the trace viewer has them all
@@ -25,9 +32,15 @@ def index(request: HttpRequest) -> HttpResponse:
                                                "conversations": conversations})
 
 
+def _agent(request: HttpRequest) -> Agent:
+    """The agent the form names; a missing or malformed id is a 404."""
+    raw = request.POST.get("agent") or ""
+    return get_object_or_404(Agent, pk=int(raw) if raw.isdigit() else 0)
+
+
 @require_POST
 def new_conversation(request: HttpRequest) -> HttpResponse:
-    agent = get_object_or_404(Agent, pk=request.POST.get("agent") or 0)
+    agent = _agent(request)
     conversation = Conversation.objects.create(user=request.user, agent=agent)
     return redirect("chat_conversation", pk=conversation.pk)
 
@@ -36,13 +49,23 @@ def new_conversation(request: HttpRequest) -> HttpResponse:
 def start_run(request: HttpRequest) -> HttpResponse:
     """A one-off run of an agent: queued here, started by its live page (so step mode and
     breakpoints can be set before the first step)."""
-    agent = get_object_or_404(Agent, pk=request.POST.get("agent") or 0)
+    agent = _agent(request)
     question = (request.POST.get("question") or "").strip()
+    limit = settings.AGENTLAB_MAX_MESSAGE_CHARS
     if not question:
         messages.error(request, "Type a question for the agent.")
         return redirect("chat")
+    if len(question) > limit:
+        messages.error(request, f"The question is {len(question):,} characters; a question "
+                                f"may have at most {limit:,}.")
+        return redirect("chat")
     try:
-        run = create_run(agent, request.user, question)
+        with transaction.atomic():
+            tasks.ensure_room(request.user)  # asked again when its page starts it
+            run = create_run(agent, request.user, question)
+    except tasks.RunLimit as exc:
+        messages.error(request, str(exc))
+        return redirect("chat")
     except ValueError as exc:
         messages.error(request, f"{agent.name} cannot run: {exc}")
         return redirect("chat")
@@ -60,8 +83,7 @@ def live_run(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def conversation(request: HttpRequest, pk: int) -> HttpResponse:
-    conv = get_object_or_404(Conversation.objects.owned_by(request.user).select_related("agent"),
-                             pk=pk)
+    conv = require(request.user, "converse", Conversation.objects.select_related("agent"), pk)
     turns = []
     for turn in conv.turns.select_related("run"):
         turns.append({**turn_context(turn), "steps_html": first_steps_html(turn.run, STEPS_SHOWN)})
@@ -70,7 +92,7 @@ def conversation(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_POST
 def rename(request: HttpRequest, pk: int) -> HttpResponse:
-    conv = get_object_or_404(Conversation.objects.owned_by(request.user), pk=pk)
+    conv = require(request.user, "converse", Conversation.objects.all(), pk)
     conv.title = " ".join((request.POST.get("title") or "").split())[:TITLE_CHARS]
     conv.save(update_fields=["title", "updated"])
     return redirect("chat_conversation", pk=conv.pk)
@@ -79,7 +101,7 @@ def rename(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def delete(request: HttpRequest, pk: int) -> HttpResponse:
     """Deletes the conversation; its runs stay in the trace list."""
-    conv = get_object_or_404(Conversation.objects.owned_by(request.user), pk=pk)
+    conv = require(request.user, "converse", Conversation.objects.all(), pk)
     name = str(conv)
     conv.delete()
     messages.success(request, f"Deleted “{name}”.")

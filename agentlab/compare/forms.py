@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 
 from agentlab.compare.models import MAX_AGENTS, MIN_AGENTS
 from agentlab.models import Agent
@@ -14,7 +15,7 @@ class AgentChoices(forms.ModelMultipleChoiceField):
 
 
 class CompareForm(forms.Form):
-    question = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=20_000)
+    question = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}))
     title = forms.CharField(max_length=200, required=False,
                             help_text="Optional; the question is shown when blank.")
     agents = AgentChoices(
@@ -23,10 +24,19 @@ class CompareForm(forms.Form):
         error_messages={"required": f"Choose {MIN_AGENTS} to {MAX_AGENTS} agents to compare."},
     )
 
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 (a Form's)
+        super().__init__(*args, **kwargs)
+        # Read here, not at import, so the setting is today's (and tests can change it).
+        self.fields["question"].widget.attrs["maxlength"] = settings.AGENTLAB_MAX_MESSAGE_CHARS
+
     def clean_question(self) -> str:
         question = self.cleaned_data["question"].strip()
+        limit = settings.AGENTLAB_MAX_MESSAGE_CHARS
         if not question:
             raise forms.ValidationError("Enter a question.")
+        if len(question) > limit:
+            raise forms.ValidationError(f"The question is {len(question):,} characters; a "
+                                        f"question may have at most {limit:,}.")
         return question
 
     def clean_agents(self) -> list[Agent]:

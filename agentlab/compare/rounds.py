@@ -1,4 +1,6 @@
-"""Creating a comparison and its rounds: one run per agent, launched together."""
+"""Creating a comparison and its rounds: one run per agent, launched together. Every round's
+runs are the comparison owner's (whoever asked for the re-run), and count towards that user's
+runs going at once (`tasks.ensure_room`)."""
 
 from __future__ import annotations
 
@@ -10,19 +12,22 @@ from django.db import transaction
 from agentlab.compare.models import MIN_AGENTS, Comparison, ComparisonEntry
 from agentlab.live import control as live
 from agentlab.models import Agent
+from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
 from traces.models import Run
 from traces.workers import worker_id
 
 
 @transaction.atomic
-def new_round(comparison: Comparison, agents: Sequence[Agent], user: Any) -> list[Run]:
-    """Create (not launch) one queued run per agent as the comparison's next round."""
+def new_round(comparison: Comparison, agents: Sequence[Agent]) -> list[Run]:
+    """Create (not launch) one queued run per agent as the comparison's next round, owned by
+    the comparison's owner; tasks.RunLimit when that user has no room for them all."""
+    tasks.ensure_room(comparison.user_id, len(agents))
     number = comparison.last_round + 1
     runs = []
     for position, agent in enumerate(agents):
         # Claimed by this process at once, so a socket's "start" cannot launch it a second time.
-        run = create_run(agent, user, comparison.question, worker=worker_id())
+        run = create_run(agent, comparison.user, comparison.question, worker=worker_id())
         ComparisonEntry.objects.create(comparison=comparison, round=number, position=position,
                                        agent=agent, run=run)
         runs.append(run)
@@ -33,7 +38,7 @@ def new_round(comparison: Comparison, agents: Sequence[Agent], user: Any) -> lis
 def create_comparison(user: Any, question: str, agents: Sequence[Agent],
                       title: str = "") -> tuple[Comparison, list[Run]]:
     comparison = Comparison.objects.create(user=user, question=question, title=title)
-    return comparison, new_round(comparison, agents, user)
+    return comparison, new_round(comparison, agents)
 
 
 def rerun_agents(comparison: Comparison) -> list[Agent]:

@@ -7,13 +7,15 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agentlab.compare import rounds
 from agentlab.compare.forms import CompareForm
 from agentlab.compare.models import Comparison
 from agentlab.compare.summary import all_finished, pairs, summarize
+from agentlab.runs import tasks
+from traces import access
 from traces.display.renderer import first_steps_html
 
 # The trace diff (traces app) takes two run ids as ?a=&b=.
@@ -32,6 +34,8 @@ async def index(request: HttpRequest) -> HttpResponse:
         try:
             comparison, runs = await sync_to_async(rounds.create_comparison)(
                 user, data["question"], data["agents"], data["title"])
+        except tasks.RunLimit as exc:  # nothing saved
+            form.add_error(None, str(exc))
         except ValueError as exc:  # an agent whose configuration cannot run (nothing saved)
             form.add_error(None, f"A chosen agent cannot run: {exc}")
         else:
@@ -48,13 +52,14 @@ def _render_index(request: HttpRequest, user: Any, form: CompareForm) -> HttpRes
 
 @require_POST
 async def rerun(request: HttpRequest, pk: int) -> HttpResponse:
-    """New runs for the same question and agents, as the comparison's next round."""
+    """New runs for the same question and agents, as the comparison's next round (the owner's
+    runs, whoever asked: a round belongs to its comparison)."""
     user = await request.auser()
-    comparison = await _aget(user, pk)
+    comparison = await _aget(user, pk, "control")
     try:
         agents = await sync_to_async(rounds.rerun_agents)(comparison)
-        runs = await sync_to_async(rounds.new_round)(comparison, agents, user)
-    except ValueError as exc:
+        runs = await sync_to_async(rounds.new_round)(comparison, agents)
+    except ValueError as exc:  # too few agents left, or tasks.RunLimit (nothing saved)
         messages.error(request, str(exc))
         return redirect("compare:detail", pk=pk)
     rounds.launch_all(runs)
@@ -97,9 +102,9 @@ def _round_context(request: HttpRequest, pk: int) -> dict[str, Any]:
     }
 
 
-def _get(user: Any, pk: int) -> Comparison:
+def _get(user: Any, pk: int, action: access.Action = "watch") -> Comparison:
     # Another user's comparison is a 404 (like runs): its existence is not disclosed.
-    return get_object_or_404(Comparison.objects.visible_to(user), pk=pk)
+    return access.require(user, action, Comparison.objects.all(), pk)
 
 
 _aget = sync_to_async(_get)

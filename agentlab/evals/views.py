@@ -1,15 +1,23 @@
-"""Evaluation pages: suites and the start form, one experiment's live matrix, comparisons."""
+"""Evaluation pages: suites and the start form, one experiment's live matrix, comparisons.
+
+Who may do what is traces.access's policy: watch an experiment (its pages), control it (cancel),
+fork it (re-run: the new experiment is the asker's). An experiment started from the browser
+counts towards its owner's runs going at once: it is admitted only with room for as many runs
+as it runs at a time (`places`), and its runs then hold their places like any other.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib import messages
+from django.db import transaction
 from django.db.models import Count, Q, Sum
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agentlab.evals import engine, summary
@@ -17,6 +25,8 @@ from agentlab.evals.demo import DEMO_SUITE
 from agentlab.evals.forms import StartForm
 from agentlab.evals.models import FINISHED_RESULT_STATUSES, Case, Experiment, Suite
 from agentlab.models import Agent
+from agentlab.runs import tasks
+from traces import access
 from traces.display.figures import best_value
 
 POLL_SECONDS = 1
@@ -37,10 +47,12 @@ async def index(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and await sync_to_async(form.is_valid)():
         data = form.cleaned_data
         try:
-            experiment = await sync_to_async(engine.create_experiment)(
+            experiment = await sync_to_async(_admitted)(lambda: engine.create_experiment(
                 user, data["suite"], data["agents"], title=data["title"],
                 concurrency=data["concurrency"], judge_profile=data["judge_profile"],
-                case_limit=data["case_limit"], run_timeout_s=data["run_timeout_s"])
+                case_limit=data["case_limit"], run_timeout_s=data["run_timeout_s"]))
+        except tasks.RunLimit as exc:  # nothing saved
+            form.add_error(None, str(exc))
         except ValueError as exc:  # e.g. LLM-judge cases without a judge (nothing saved)
             form.add_error(None, f"Cannot start: {exc}.")
         else:
@@ -71,6 +83,20 @@ def _render_index(request: HttpRequest, user: Any, form: StartForm) -> HttpRespo
         "form": form, "suites": suites, "experiments": experiments,
         "demo_suite": demo, "paradigm_agents": _one_per_paradigm(),
     })
+
+
+def places(experiment: Experiment) -> int:
+    """The runs an experiment has going at once: its concurrency, or fewer pairs."""
+    return min(experiment.concurrency, experiment.results.count())
+
+
+@transaction.atomic
+def _admitted(create: Callable[[], Experiment]) -> Experiment:
+    """The experiment `create` makes, if its owner has room for its runs; else tasks.RunLimit
+    and nothing is saved."""
+    experiment = create()
+    tasks.ensure_room(experiment.user_id, places(experiment))
+    return experiment
 
 
 def _one_per_paradigm() -> list[Agent]:
@@ -142,7 +168,7 @@ def _chart(agents: list[dict[str, Any]]) -> dict[str, list]:
 @require_POST
 def cancel(request: HttpRequest, pk: int) -> HttpResponse:
     """Cancel what has not finished; finished results stay."""
-    experiment = _get(request.user, pk)
+    experiment = _get(request.user, pk, "control")
     if engine.cancel_experiment(experiment.pk):
         messages.info(request, "Experiment cancelled; the finished results are kept.")
     else:
@@ -154,9 +180,12 @@ def cancel(request: HttpRequest, pk: int) -> HttpResponse:
 async def rerun(request: HttpRequest, pk: int) -> HttpResponse:
     """The same suite, agents and settings again, as a new experiment compared with this one."""
     user = await request.auser()
-    experiment = await sync_to_async(_get)(user, pk)
+    experiment = await sync_to_async(_get)(user, pk, "fork")
     try:
-        new = await sync_to_async(engine.rerun)(experiment, user)
+        new = await sync_to_async(_admitted)(lambda: engine.rerun(experiment, user))
+    except tasks.RunLimit as exc:  # nothing saved
+        messages.error(request, str(exc))
+        return redirect("evals:experiment", pk=pk)
     except ValueError as exc:  # no agent left, the suite emptied…
         messages.error(request, f"Cannot re-run: {exc}.")
         return redirect("evals:experiment", pk=pk)
@@ -189,7 +218,7 @@ def compare(request: HttpRequest, pk: int, other: int) -> HttpResponse:
     })
 
 
-def _get(user: Any, pk: int) -> Experiment:
+def _get(user: Any, pk: int, action: access.Action = "watch") -> Experiment:
     # Another user's experiment is a 404 (like runs): its existence is not disclosed.
-    return get_object_or_404(
-        Experiment.objects.visible_to(user).select_related("suite", "user", "previous"), pk=pk)
+    return access.require(user, action,
+                          Experiment.objects.select_related("suite", "user", "previous"), pk)

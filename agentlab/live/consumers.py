@@ -3,7 +3,8 @@
 
 Thin by design: a handler reads or writes a row, forwards a control to `control.RunControl`,
 or relays a group message. Runs are asyncio tasks owned by `agentlab.runs.tasks`; nothing here
-waits on one.
+waits on one. Who may send what is `traces.access`'s policy, asked before the socket is accepted
+and again, against the database, before every frame is acted on.
 """
 
 from __future__ import annotations
@@ -11,35 +12,89 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
+from importlib import import_module
+from types import SimpleNamespace
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.contrib import auth
+from django.contrib.auth.models import AnonymousUser
+from django.db.models import QuerySet
 
 from agentlab.live import control as live
 from agentlab.runs import tasks
 from traces import access, fanout
 from traces.display.renderer import StepRenderer
 from traces.fanout import group_name
-from traces.models import Run
+from traces.models import Run, Step
 from traces.schema import FINISHED_STATUSES
 
 REFUSED = 4403  # anonymous, another user's, or missing: all look the same
+OVERFLOW = 1013  # "try again later": the browser reconnects and re-syncs from the database
 CONTROL_ACTIONS = ("pause", "resume", "step", "cancel", "edit", "approve", "deny")
 CLIP = 300  # characters of a bad frame echoed back
 RUN_EVENTS = ("run.step", "run.token", "run.status", "run.approval")  # the group's messages
+# What each frame of the run socket needs (traces.access.RULES says who has it).
+RUN_FRAMES: dict[str, access.Action] = {
+    "sync": "watch", "start": "control", "debug": "control",
+    **dict.fromkeys(("pause", "resume", "step", "cancel", "edit"), "control"),
+    "approve": "approve", "deny": "approve",
+}
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
-    """JSON frames in and out; bad frames get an error frame and the socket stays open."""
+    """JSON frames in and out. The socket is admitted (or not) before it is accepted: a refused
+    one is accepted only to be closed with 4403, joins nothing and acts on nothing it sends.
+    Every frame is size-checked, parsed, and its action authorised afresh against the database
+    before its handler runs; a bad frame gets an error frame and the socket stays open."""
 
-    actions: tuple[str, ...] = ()
+    frames: dict[str, access.Action] = {}  # action -> the permission it needs
+    admission: access.Action = "watch"  # what a socket needs to be accepted at all
+    admitted = False
+
+    def target(self) -> tuple[QuerySet[Any], int]:
+        """The rows and the id whose owner decides (the run, the conversation)."""
+        raise NotImplementedError
+
+    async def connect(self) -> None:
+        admitted = await self.authorized(self.admission)  # decided before anything is joined
+        await self.accept()  # then close with a code the browser sees (no blind reconnects)
+        if not admitted:
+            return await self.refuse()
+        self.admitted = True
+        await self.join()
+
+    async def join(self) -> None:
+        """Start listening (an admitted socket only)."""
+
+    async def leave(self) -> None:
+        """Stop listening; safe to call twice."""
+
+    async def disconnect(self, code: int) -> None:
+        self.admitted = False
+        await self.leave()  # the run goes on without its watcher
 
     async def refuse(self) -> None:
+        self.admitted = False
+        await self.leave()
         await self.send_json({"type": "error", "error": "not found, or not yours to watch"})
         await self.close(code=REFUSED)
 
+    async def authorized(self, action: access.Action) -> bool:
+        rows, pk = self.target()
+        return await authorized(self.scope, action, rows, pk)
+
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if not self.admitted:  # refused (or refused since): nothing it sends is read
+            return
+        limit = settings.AGENTLAB_MAX_FRAME_CHARS
+        size = len(text_data) if text_data is not None else len(bytes_data or b"")
+        if size > limit:
+            head = text_data[:CLIP] if text_data is not None else repr((bytes_data or b"")[:CLIP])
+            return await self.error(f"the frame is {size:,} characters; a frame may have at "
+                                    f"most {limit:,}", head)
         raw = text_data if text_data is not None else (bytes_data or b"").decode("utf-8", "replace")
         try:
             frame = json.loads(raw)
@@ -48,13 +103,22 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if not isinstance(frame, dict):
             return await self.error("the frame must be a JSON object", frame)
         action = frame.get("action")
-        if action not in self.actions:
-            known = ", ".join(self.actions)
+        if action not in self.frames:
+            known = ", ".join(self.frames)
             return await self.error(f"unknown action {action!r} (known: {known})", frame)
+        if not await self.authorized(self.frames[action]):
+            return await self.refused(action, frame)
         try:
             await getattr(self, f"do_{action}")(frame)
         except live.ControlError as exc:
             await self.error(str(exc), frame)
+
+    async def refused(self, action: str, frame: dict[str, Any]) -> None:
+        # Rights can change while a socket is open (logged out, deactivated, no longer staff,
+        # the row given to someone else): who may no longer watch is refused altogether.
+        if self.frames[action] != self.admission and await self.authorized(self.admission):
+            return await self.error(f"you may not {action} here", frame)
+        await self.refuse()
 
     async def error(self, message: str, frame: Any) -> None:
         text = frame if isinstance(frame, str) else json.dumps(frame, default=str)
@@ -69,7 +133,11 @@ class RunConsumer(LiveConsumer):
     recorder of this process directly (traces.fanout), from other processes through the
     channel layer's group when it reaches them."""
 
-    actions = ("sync", "start", "debug", *CONTROL_ACTIONS)
+    frames = RUN_FRAMES
+    joined = False
+
+    def target(self) -> tuple[QuerySet[Any], int]:
+        return Run.objects.all(), self.run_id
 
     async def connect(self) -> None:
         self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
@@ -78,36 +146,57 @@ class RunConsumer(LiveConsumer):
         self.backlog: list[dict[str, Any]] = []  # live events heard while the sync reads
         self.outbox: deque[dict[str, Any]] = deque()
         self.sender: asyncio.Task[None] | None = None
-        await self.accept()  # then close with a code the browser sees (no blind reconnects)
-        self.joined = False
-        if not await can_see_run(self.scope["user"], self.run_id):
-            return await self.refuse()
+        await super().connect()
+
+    async def join(self) -> None:
         fanout.subscribe(self.run_id, self.hear)
+        self.joined = True
         if fanout.remote_layer() is not None:
             await self.channel_layer.group_add(group_name(self.run_id), self.channel_name)
-        self.joined = True
 
-    async def disconnect(self, code: int) -> None:
-        # The run goes on without its watcher.
-        if getattr(self, "joined", False):
-            fanout.unsubscribe(self.run_id, self.hear)
-            if fanout.remote_layer() is not None:
-                await self.channel_layer.group_discard(group_name(self.run_id),
-                                                       self.channel_name)
+    async def leave(self) -> None:
+        self.synced = self.syncing = False  # hear() drops whatever still comes
+        self.backlog.clear()
+        self.outbox.clear()
+        if not self.joined:
+            return
+        self.joined = False
+        fanout.unsubscribe(self.run_id, self.hear)
+        if fanout.remote_layer() is not None:
+            await self.channel_layer.group_discard(group_name(self.run_id), self.channel_name)
 
     def hear(self, event: dict[str, Any]) -> None:
         """A live event of the run (a fanout subscriber: called by the recorder, must not
         block). Before a sync it is dropped (the sync reads it from the database: persist,
-        then publish); while the sync reads, it waits; after, it is sent at once."""
+        then publish); while the sync reads, it waits; after, it is sent at once. A socket
+        that falls too far behind is closed instead (`overflow`)."""
         if not self.synced:
             if self.syncing:
                 self.backlog.append(event)
+                if len(self.backlog) > outbox_limit():
+                    self.overflow()
             return
         self.outbox.append(event)
+        if len(self.outbox) > outbox_limit():
+            return self.overflow()
         if self.sender is None or self.sender.done():
             # Eager: the frame is rendered and written in this turn of the loop, not the next.
             self.sender = asyncio.Task(self.send_outbox(), loop=asyncio.get_running_loop(),
                                        eager_start=True)
+
+    def overflow(self) -> None:
+        """Too many events wait for this socket (its reader is slow): drop them, stop
+        listening and close with 1013; the browser reconnects and syncs the steps it lacks from
+        the database, so nothing is lost and memory stays bounded."""
+        asyncio.get_running_loop().create_task(self.close_behind())
+        self.synced = self.syncing = False
+        self.backlog.clear()
+        self.outbox.clear()
+
+    async def close_behind(self) -> None:
+        self.admitted = False
+        await self.leave()
+        await self.close(code=OVERFLOW)
 
     async def send_outbox(self) -> None:
         while self.outbox:
@@ -120,17 +209,26 @@ class RunConsumer(LiveConsumer):
         last = frame.get("last_seq", 0)
         if not isinstance(last, int) or isinstance(last, bool) or last < 0:
             raise live.ControlError('"last_seq" must be a whole number ≥ 0')
+        if self.syncing:
+            raise live.ControlError("a sync is already under way")
         # Live events that arrive while this reads the database wait in the backlog and come
-        # after; anything published before the read is in it (persist, then publish).
-        self.syncing = True
-        steps, run = await backfill(self.run_id, last)
-        self.renderer = StepRenderer(self.run_id, run_start=run["start"], parents=run["parents"])
-        for step in steps:
-            await self.send_json(self.renderer.frame(step))
-        await self.send_state(run)
+        # after; anything published before a read is in it (persist, then publish).
+        self.synced, self.syncing = False, True
+        start, parents = await tree(self.run_id, last)
+        self.renderer = StepRenderer(self.run_id, run_start=start, parents=parents)
+        sent, page = last, backfill_page()
+        while self.syncing:  # one page of steps at a time, never the whole run at once
+            steps = await steps_after(self.run_id, sent, page)
+            for step in steps:
+                await self.send_json(self.renderer.frame(step))
+            sent = steps[-1]["seq"] if steps else sent
+            if len(steps) < page:
+                break
+        if not self.syncing:  # left (closed, refused, overflowed) while it read
+            return
+        await self.send_state(await run_state(self.run_id))
         self.synced, self.syncing = True, False
-        await self.send_json({"type": "synced",
-                              "last_seq": max([last, *(s["seq"] for s in steps)])})
+        await self.send_json({"type": "synced", "last_seq": sent})
         backlog, self.backlog = self.backlog, []
         for event in backlog:  # in order; a step already sent comes again as its update
             self.hear(event)
@@ -139,24 +237,27 @@ class RunConsumer(LiveConsumer):
         control = live.get(self.run_id)
         detail = control.detail() if control and run["status"] == "paused" else {}
         await self.send_json({"type": "status", "status": run["status"], "detail": detail})
-        for step in control.approvals() if control else []:
-            await self.send_json({"type": "approval", **_approval(live.approval_message(step))})
+        for message in control.approval_messages() if control else []:
+            await self.send_json({"type": "approval", **_approval(message)})
         if run["status"] in FINISHED_STATUSES:
             await self.send_json(_final(run["status"], run["final_answer"], run["error"],
                                         run["totals"]))
 
     async def do_start(self, frame: dict[str, Any]) -> None:
-        run = await tasks.claim_queued(self.run_id)
+        try:
+            run = await tasks.claim_queued(self.run_id)
+        except tasks.RunLimit as exc:
+            raise live.ControlError(str(exc)) from None
         if run is None:
             raise live.ControlError("the run has already started")
         live.start(run, self.settings)
 
     async def do_debug(self, frame: dict[str, Any]) -> None:
-        settings = live.DebugSettings.from_frame(frame)
+        debug = live.DebugSettings.from_frame(frame)
         if control := live.get(self.run_id):
             await control.act(frame)
         elif await tasks.is_queued(self.run_id):
-            self.settings = settings  # applied when this socket starts the run
+            self.settings = debug  # applied when this socket starts the run
         else:
             raise live.ControlError("the run is not active")
 
@@ -204,25 +305,65 @@ class RunConsumer(LiveConsumer):
         await self.send_json({"type": "approval", **_approval(event)})
 
 
+def outbox_limit() -> int:
+    return max(1, settings.AGENTLAB_SOCKET_OUTBOX)
+
+
+def backfill_page() -> int:
+    return max(1, settings.AGENTLAB_BACKFILL_PAGE)
+
+
 def _final(status: str, answer: Any, error: Any, totals: dict[str, Any]) -> dict[str, Any]:
     return {"type": "final", "status": status, "answer": answer, "error": error,
             "totals": totals}
 
 
 def _approval(event: dict[str, Any]) -> dict[str, Any]:
-    return {"seq": event["seq"], "tool": event["tool"], "arguments": event["arguments"]}
+    return {"seq": event["seq"], "tool": event["tool"], "arguments": event["arguments"],
+            "expires_at": event.get("expires_at")}
 
 
-can_see_run = database_sync_to_async(access.can_see_run)
+def logged_in_user(scope: dict[str, Any]) -> Any:
+    """Who the socket's session is logged in as now, read again as an HTTP request would read
+    it: a session logged out, a user deleted or deactivated, or a password changed since the
+    socket connected make it anonymous; so does a session now of another user."""
+    session, user = scope.get("session"), scope.get("user")
+    key = getattr(session, "session_key", None)
+    if not key or user is None or not user.is_authenticated:
+        return AnonymousUser()
+    store = import_module(settings.SESSION_ENGINE).SessionStore(key)
+    now = auth.get_user(SimpleNamespace(session=store))  # type: ignore[arg-type]
+    return now if now.is_authenticated and now.pk == user.pk else AnonymousUser()
 
 
 @database_sync_to_async
-def backfill(run_id: int, last_seq: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Steps after `last_seq` in order, and the run's status, answer, error and totals."""
-    run = Run.objects.get(pk=run_id)
-    steps = [s.to_record().to_dict() for s in run.steps.filter(seq__gt=last_seq).order_by("seq")]
+def authorized(scope: dict[str, Any], action: access.Action, rows: QuerySet[Any],
+               pk: int) -> bool:
+    return access.may(logged_in_user(scope), action, rows, pk)
+
+
+@database_sync_to_async
+def tree(run_id: int, last_seq: int) -> tuple[Any, dict[int, int | None]]:
+    """The run's start, and the parents of the steps up to `last_seq` that have one (what
+    places the steps still to come in the tree; two small columns, not the steps)."""
+    run = Run.objects.only("started_at", "created").get(pk=run_id)
+    parents = dict(run.steps.filter(seq__lte=last_seq, parent__isnull=False)
+                   .values_list("seq", "parent"))
+    return run.started_at or run.created, parents
+
+
+@database_sync_to_async
+def steps_after(run_id: int, after: int, limit: int) -> list[dict[str, Any]]:
+    """One page of backfill: at most `limit` steps with seq > `after`, in order."""
+    rows = Step.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")[:limit]
+    return [s.to_record().to_dict() for s in rows]
+
+
+@database_sync_to_async
+def run_state(run_id: int) -> dict[str, Any]:
+    """The run's status, answer, error and totals, read after its steps."""
+    run = Run.objects.defer("agent_snapshot", "history", "input").get(pk=run_id)
     totals = {f: getattr(run, f) for f in ("llm_calls", "tool_calls", "tokens_in", "tokens_out",
                                            "cost_usd", "wall_ms")}
-    parents = dict(run.steps.values_list("seq", "parent"))
-    return steps, {"status": run.status, "final_answer": run.final_answer, "error": run.error,
-                   "totals": totals, "parents": parents, "start": run.started_at or run.created}
+    return {"status": run.status, "final_answer": run.final_answer, "error": run.error,
+            "totals": totals}

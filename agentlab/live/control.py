@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+from django.conf import settings
 
 from agentlab.runs import tasks
 from agentlab.runtime.context import Approval
@@ -58,7 +61,7 @@ class DebugSettings:
 
 class Publisher(Protocol):
     async def status(self, status: str, detail: dict[str, Any]) -> None: ...
-    async def approval(self, step: Step) -> None: ...
+    async def approval(self, step: Step, expires_at: float | None = None) -> None: ...
 
 
 class GroupPublisher:
@@ -72,13 +75,29 @@ class GroupPublisher:
     async def status(self, status: str, detail: dict[str, Any]) -> None:
         await self.recorder.status(status, detail)
 
-    async def approval(self, step: Step) -> None:
-        self.recorder.publish(approval_message(step))
+    async def approval(self, step: Step, expires_at: float | None = None) -> None:
+        self.recorder.publish(approval_message(step, expires_at))
 
 
-def approval_message(step: Step) -> dict[str, Any]:
+def approval_message(step: Step, expires_at: float | None = None) -> dict[str, Any]:
     return {"type": "run.approval", "seq": step.seq, "tool": step.name,
-            "arguments": step.input}
+            "arguments": step.input, "expires_at": expires_at}
+
+
+def approval_ttl_s() -> float:
+    """How long a tool call waits for a decision (settings.AGENTLAB_APPROVAL_TTL_S, ≥ 1 s)."""
+    return max(1, settings.AGENTLAB_APPROVAL_TTL_S)
+
+
+def expired(ttl_s: float) -> Approval:
+    return Approval(False, reason=f"nobody approved or denied it within {_span(ttl_s)}, "
+                                  "so the approval expired")
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 120 and seconds % 60 == 0:
+        return f"{int(seconds // 60)} minutes"
+    return f"{seconds:g} s"
 
 
 @dataclass
@@ -88,6 +107,7 @@ class Pause:
     waiting_for: Literal["step", "approval"]
     future: asyncio.Future[Any]
     edit: dict[str, Any] | None = None
+    expires_at: float | None = None  # epoch s: an approval not decided by then is denied
 
     def detail(self) -> dict[str, Any]:
         pending = self.step.to_dict()
@@ -125,12 +145,21 @@ class RunControl:
         return pause.edit
 
     async def approve(self, step: Step) -> Approval:
-        """A call that needs approval always waits for a decision, watched or not."""
+        """A call that needs approval waits for a decision, watched or not, for at most the
+        approval time-to-live; then it is denied with a reason that says so, and the run goes
+        on (the model sees the denial like any other)."""
         assert self.publisher is not None
-        pause = Pause(step, f"{step.name} needs approval", "approval", self._future())
+        ttl = approval_ttl_s()
+        pause = Pause(step, f"{step.name} needs approval", "approval", self._future(),
+                      expires_at=time.time() + ttl)
+        expiry = asyncio.get_running_loop().call_later(ttl, _decide_once, pause.future,
+                                                       expired(ttl))
         self.pauses[step.seq] = pause
-        await self.publisher.approval(step)
-        await self._wait(pause)
+        try:
+            await self.publisher.approval(step, pause.expires_at)
+            await self._wait(pause)
+        finally:
+            expiry.cancel()
         return pause.future.result()
 
     def _why_pause(self, step: Step) -> str | None:
@@ -263,7 +292,19 @@ class RunControl:
         return ("paused", self.detail()) if self.pauses else ("running", {})
 
     def approvals(self) -> list[Step]:
-        return [p.step for _, p in sorted(self.pauses.items()) if p.waiting_for == "approval"]
+        return [p.step for p in self._approval_pauses()]
+
+    def approval_messages(self) -> list[dict[str, Any]]:
+        """The calls waiting for approve or deny, as their run.approval events (with expiry)."""
+        return [approval_message(p.step, p.expires_at) for p in self._approval_pauses()]
+
+    def _approval_pauses(self) -> list[Pause]:
+        return [p for _, p in sorted(self.pauses.items()) if p.waiting_for == "approval"]
+
+
+def _decide_once(future: asyncio.Future[Any], decision: Approval) -> None:
+    if not future.done():
+        future.set_result(decision)
 
 
 # ---------------------------------------------------------------------- this process's runs

@@ -1,4 +1,5 @@
-"""The runs this process executes: each an asyncio task of the serving loop, recorded as it goes.
+"""The runs this process executes: each an asyncio task of the serving loop, recorded as it goes;
+and the per-user limit on runs going at once (`ensure_room`).
 
 Consumers, views and commands only forward to a run (cancel, controls through agentlab.live);
 nothing waits on one in a request.
@@ -12,6 +13,10 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Q, QuerySet
 
 from agentlab.paradigms.registry import get_paradigm
 from agentlab.runs.build import build_context
@@ -71,11 +76,51 @@ def cancel(run_id: int) -> bool:
 
 @database_sync_to_async
 def claim_queued(run_id: int) -> Run | None:
-    """The queued run `run_id`, claimed for this process; None if someone started it."""
-    claimed = Run.objects.filter(pk=run_id, status="queued", worker="").update(worker=worker_id())
+    """The queued run `run_id`, claimed for this process; None if someone started it.
+    RunLimit when its owner already has as many runs going as they may."""
+    with transaction.atomic():
+        owner = Run.objects.filter(pk=run_id, status="queued", worker="").values_list(
+            "user_id", flat=True).first()
+        if owner is None:
+            return None
+        ensure_room(owner)
+        claimed = Run.objects.filter(pk=run_id, status="queued", worker="").update(
+            worker=worker_id())
     return Run.objects.select_related("user").get(pk=run_id) if claimed else None
 
 
 @database_sync_to_async
 def is_queued(run_id: int) -> bool:
     return Run.objects.filter(pk=run_id, status="queued", worker="").exists()
+
+
+# ---------------------------------------------------------------------- runs going per user
+
+class RunLimit(ValueError):
+    """The user already has as many runs going as one user may (the message says so)."""
+
+
+def going(user_id: int) -> QuerySet[Run]:
+    """The user's runs that hold a place: running, paused, or queued and claimed by a process
+    (a one-off run nobody started yet holds none: it is counted when its page starts it)."""
+    return Run.objects.filter(Q(status__in=("running", "paused"))
+                              | Q(status="queued") & ~Q(worker=""), user_id=user_id)
+
+
+def ensure_room(user: Any, more: int = 1) -> None:
+    """Refuse (RunLimit) when `more` runs would take `user` (a user or an id) over
+    settings.AGENTLAB_MAX_ACTIVE_RUNS (0: no limit). Call it inside the transaction that
+    creates or claims the runs: it locks the user's row (PostgreSQL; SQLite's IMMEDIATE
+    transactions already serialise writers), so two requests cannot both take the last place."""
+    limit = settings.AGENTLAB_MAX_ACTIVE_RUNS
+    if limit <= 0:
+        return
+    user_id = getattr(user, "pk", user)
+    with transaction.atomic():
+        list(get_user_model().objects.select_for_update().filter(pk=user_id).values_list("pk"))
+        taken = going(user_id).count()
+    if taken + more > limit:
+        asked = "another run" if more == 1 else f"{more} more runs"
+        raise RunLimit(f"You already have {taken} run{'s' * (taken != 1)} going and one user "
+                       f"may have {limit} at once, so {asked} cannot start: wait for one to "
+                       "finish, or cancel one.")
