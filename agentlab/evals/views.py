@@ -198,6 +198,7 @@ async def rerun(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def compare_pick(request: HttpRequest, pk: int) -> HttpResponse:
     """The "Compare with…" selector's target: ?other=<id> -> the comparison's own URL."""
+    _get(request.user, pk)  # another user's experiment is a 404 here too
     try:
         other = int(request.GET.get("other", ""))
     except ValueError:

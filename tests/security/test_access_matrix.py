@@ -1,0 +1,258 @@
+"""Who gets what, for every URL and both sockets: anonymous, another user, staff and the owner.
+
+The URL list is walked from the resolver (and the socket list from agentlab.routing), so a new
+URL or socket without a row here fails `test_every_url_and_socket_has_a_row`. Each row says what
+each visitor gets: `login` (sent to log in), `404` (another user's row: not disclosed),
+`ok` (let through: a page, a redirect after the action, or the form again), `hidden` (a list
+page that answers but shows none of alice's rows), `admin` (sent to the admin's login),
+`accepted` / `refused` for sockets (refused: an error frame, then close 4403).
+
+Runs that an action would launch are recorded instead of run (`tasks.launch`,
+`engine.start_experiment`): this file is about who may act, the other tests about what runs."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
+
+from agentlab.asgi import application
+from agentlab.chat.models import ChatTurn, Conversation
+from agentlab.compare.models import Comparison, ComparisonEntry
+from agentlab.evals import engine
+from agentlab.evals.models import Case, Suite
+from agentlab.routing import websocket_urlpatterns
+from agentlab.runs import tasks
+from agentlab.runs.snapshot import create_run
+from tests.factories import make_agents, scripted_profile
+from tests.test_consumers import headers
+from traces.models import Run, Step
+
+# Pages run in the test's transaction; sockets read from another thread, so they need commits.
+pages_db = pytest.mark.django_db
+sockets_db = pytest.mark.django_db(transaction=True)
+
+SECRET = "alice-secret-question"
+ROLES = ("anonymous", "other", "staff", "owner")
+
+
+@dataclass(frozen=True)
+class Row:
+    """How one URL is visited, and what each role gets."""
+
+    path: str  # formatted with the world's ids: {run}, {llm}, {comparison}, …
+    method: str = "get"
+    data: dict[str, Any] | None = None
+    anonymous: str = "login"
+    other: str = "404"
+    staff: str = "ok"
+    owner: str = "ok"
+
+    def expected(self) -> dict[str, str]:
+        return {role: getattr(self, role) for role in ROLES}
+
+
+def lists(path: str, *, staff: str = "ok") -> Row:
+    """A page of the visitor's own rows (staff: everyone's): `ok` is with alice's, `hidden`
+    without."""
+    return Row(path, other="hidden", staff=staff)
+
+
+def own(path: str, method: str = "post", data: dict[str, Any] | None = None) -> Row:
+    """Something any logged-in user may do for themselves."""
+    return Row(path, method, data, other="ok")
+
+
+PERSONAL = {"staff": "404"}  # conversations are their owner's alone, staff included
+
+MATRIX: dict[str, Row] = {
+    "home": lists("/"),
+    "healthz": Row("/healthz", anonymous="ok", other="ok"),
+    "login": Row("/login/", anonymous="ok", other="ok"),
+    "logout": Row("/logout/", "post", other="login", staff="login", owner="login"),
+    "admin": Row("/admin/", anonymous="admin", other="admin", owner="admin"),
+    # traces
+    "runs": lists("/runs/"),
+    "run_import": own("/runs/import/"),
+    "run_diff": Row("/runs/diff/?a={run}&b={second}"),
+    "run": Row("/runs/{run}/"),
+    "run_steps": Row("/runs/{run}/steps/?after=0"),
+    "step_payload": Row("/runs/{run}/steps/1/payload/input/"),
+    "step_messages": Row("/runs/{run}/steps/1/messages/"),
+    "run_export": Row("/runs/{run}/export/"),
+    "run_export_otlp": Row("/runs/{run}/export/otlp/"),
+    # forks (anyone who may watch may fork; the new run is theirs)
+    "run_replay": Row("/runs/{run}/replay/", "post", {"tools": "recorded"}),
+    "run_fork": Row("/runs/{run}/fork/1/"),
+    "run_resume": Row("/runs/{run}/resume/", "post"),
+    "step_playground": Row("/runs/{run}/steps/1/playground/"),
+    # chat
+    "chat": lists("/chat/", staff="hidden"),
+    "chat_new": own("/chat/new/", data={"agent": "{agent}"}),
+    "chat_run": own("/chat/run/", data={"agent": "{agent}", "question": "What is 6*7?"}),
+    "live_run": Row("/chat/runs/{run}/"),
+    "chat_conversation": Row("/chat/{conversation}/", **PERSONAL),
+    "chat_rename": Row("/chat/{conversation}/rename/", "post", {"title": "x"}, **PERSONAL),
+    "chat_delete": Row("/chat/{conversation}/delete/", "post", **PERSONAL),
+    # compare
+    "compare:index": lists("/compare/"),
+    "compare:detail": Row("/compare/{comparison}/"),
+    "compare:summary": Row("/compare/{comparison}/summary/"),
+    "compare:rerun": Row("/compare/{comparison}/rerun/", "post"),
+    # dashboard and evaluation
+    "dashboard:index": Row("/dashboard/", other="ok"),  # figures only, of the visitor's runs
+    "evals:index": lists("/evals/"),
+    "evals:experiment": Row("/evals/experiments/{experiment}/"),
+    "evals:live": Row("/evals/experiments/{experiment}/live/"),
+    "evals:cancel": Row("/evals/experiments/{experiment}/cancel/", "post"),
+    "evals:rerun": Row("/evals/experiments/{experiment}/rerun/", "post"),
+    "evals:compare_pick": Row("/evals/experiments/{experiment}/compare/?other={earlier}"),
+    "evals:compare": Row("/evals/experiments/{experiment}/compare/{earlier}/"),
+}
+SOCKETS: dict[str, Row] = {
+    "ws/runs/<int:run_id>/": Row("/ws/runs/{run}/", anonymous="refused", other="refused",
+                                 staff="accepted", owner="accepted"),
+    "ws/chat/<int:conversation_id>/": Row("/ws/chat/{conversation}/", anonymous="refused",
+                                          other="refused", staff="refused", owner="accepted"),
+}
+
+
+def url_names(patterns: list[Any], namespace: str = "") -> set[str]:
+    """Every named URL (the admin as one row: it guards itself, for staff only)."""
+    names: set[str] = set()
+    for p in patterns:
+        if isinstance(p, URLResolver):
+            if p.namespace == "admin":
+                names.add("admin")
+            else:
+                names |= url_names(p.url_patterns, p.namespace or namespace)
+        elif isinstance(p, URLPattern):
+            names.add(f"{namespace}:{p.name}" if namespace else str(p.name))
+    return names
+
+
+@pages_db
+def test_every_url_and_socket_has_a_row():
+    assert url_names(get_resolver().url_patterns) == set(MATRIX)
+    assert {str(p.pattern) for p in websocket_urlpatterns} == set(SOCKETS)
+
+
+# -- the world: alice's rows, and who visits them ----------------------------------------------
+
+@pytest.fixture
+def world(django_user_model, monkeypatch) -> dict[str, Any]:
+    launched: list[int] = []
+
+    def launch(run, **hooks):  # record, do not run (see the module's docstring)
+        launched.append(run.pk)
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    monkeypatch.setattr(tasks, "launch", launch)
+    monkeypatch.setattr(engine, "start_experiment", lambda experiment: launched.append(
+        experiment.pk))
+    users = {  # no passwords (force_login): hashing three is most of a case's time
+        "owner": django_user_model.objects.create_user("alice"),
+        "other": django_user_model.objects.create_user("bob"),
+        "staff": django_user_model.objects.create_superuser("root", password=None),
+    }
+    alice = users["owner"]
+    agents = make_agents(scripted_profile("http://127.0.0.1:9/v1"), 2)
+    run, second = (recorded_run(agents[0], alice, SECRET), recorded_run(agents[1], alice, "2?"))
+    comparison = Comparison.objects.create(user=alice, question=SECRET)
+    for position, r in enumerate((run, second)):
+        ComparisonEntry.objects.create(comparison=comparison, position=position,
+                                       agent=r.agent, run=r)
+    suite = Suite.objects.create(name="Sums")
+    Case.objects.create(suite=suite, position=1, question=SECRET, expected="4")
+    earlier = engine.create_experiment(alice, suite, agents[:1], title=SECRET)
+    experiment = engine.create_experiment(alice, suite, agents[:1], previous=earlier)
+    conversation = Conversation.objects.create(user=alice, agent=agents[0], title=SECRET)
+    ChatTurn.objects.create(conversation=conversation, run=second, position=1)
+    ids = {"run": run.pk, "second": second.pk, "comparison": comparison.pk,
+           "experiment": experiment.pk, "earlier": earlier.pk,
+           "conversation": conversation.pk, "agent": agents[0].pk}
+    return {"users": users, "ids": ids, "launched": launched}
+
+
+def recorded_run(agent, user, question: str) -> Run:
+    """A failed run with an llm step (1) and a tool step (2): every run URL has something."""
+    run = create_run(agent, user, question)
+    now = timezone.now()
+    request = {"messages": [{"role": "user", "content": question}]}
+    Step.objects.create(run=run, seq=1, kind="llm", name="scripted-model", input=request,
+                        output={"content": "", "tool_calls": []}, started_at=now)
+    Step.objects.create(run=run, seq=2, kind="tool", name="calculator", status="error",
+                        input={"expression": "6*7"}, text="boom", started_at=now)
+    Run.objects.filter(pk=run.pk).update(status="failed", error="boom", started_at=now,
+                                         finished_at=now, step_count=2)
+    return Run.objects.get(pk=run.pk)
+
+
+def outcome(response: Any, *, a_list: bool) -> str:
+    location = response.get("Location", "")
+    if response.status_code == 302 and location.startswith("/login/"):
+        return "login"
+    if response.status_code == 302 and location.startswith("/admin/login/"):
+        return "admin"
+    if a_list and response.status_code == 200:
+        return "ok" if SECRET in response.content.decode() else "hidden"
+    if response.status_code in (200, 302, 400):  # 400: the form again, with its errors
+        return "ok"
+    return str(response.status_code)
+
+
+def fill(value: Any, ids: dict[str, int]) -> Any:
+    return value.format(**ids) if isinstance(value, str) else value
+
+
+@pages_db
+@pytest.mark.parametrize("name", sorted(MATRIX))
+def test_who_gets_what(name, world):
+    row, ids = MATRIX[name], world["ids"]
+    got = {}
+    for role in ROLES:  # the owner last: an action they take may change the row
+        client = Client()
+        if role != "anonymous":
+            client.force_login(world["users"][role])
+        data = {k: fill(v, ids) for k, v in (row.data or {}).items()}
+        response = getattr(client, row.method)(fill(row.path, ids), data)
+        got[role] = outcome(response, a_list=row.other == "hidden")
+    assert got == row.expected(), name
+
+
+async def visit(path: str, user: Any) -> str:
+    hdrs = await sync_to_async(headers)(user)
+    comm = WebsocketCommunicator(application, path, headers=hdrs)
+    connected, _ = await comm.connect()
+    assert connected  # refused sockets are accepted, so the browser sees the close code
+    if await comm.receive_nothing(timeout=0.2):
+        await comm.disconnect()
+        return "accepted"
+    frame = await comm.receive_json_from()
+    closed = await comm.receive_output()
+    assert frame["type"] == "error" and closed == {"type": "websocket.close", "code": 4403}
+    return "refused"
+
+
+@sockets_db
+@pytest.mark.parametrize("pattern", sorted(SOCKETS))
+async def test_who_may_open_each_socket(pattern, world):
+    row, ids = SOCKETS[pattern], world["ids"]
+    got = {role: await visit(fill(row.path, ids), world["users"].get(role)) for role in ROLES}
+    assert got == row.expected()
+
+
+@sockets_db
+async def test_a_missing_run_or_conversation_is_refused_like_another_users(world):
+    owner = world["users"]["owner"]
+    assert await visit("/ws/runs/999999/", owner) == "refused"
+    assert await visit("/ws/chat/999999/", owner) == "refused"
