@@ -2,8 +2,9 @@
 sockets and every socket frame (docs/LIVE_PROTOCOL.md says which frame needs which action).
 
 The rules are pure (`allowed`): a user, an action, and the row's owner. The helpers that read
-rows (`require`, `run_for`, `visible_run`, `may_act`) read the owner fresh from the database each
-time, so a check made on a socket's frame sees today's ownership, not the connect's.
+rows (`require`, `run_for`, `visible_run`, `may`, `may_act`) read the owner fresh from the
+database each time, so a check made on a socket's frame sees today's ownership, not the
+connect's.
 
 A refusal is a 404, not a 403, whatever the action: no rule discloses that a row exists. (Every
 rule today lets whoever may watch a row also act on it, so a 403 would tell nobody anything.)
@@ -32,6 +33,7 @@ RULES: dict[Action, frozenset[Role]] = {
     "converse": frozenset({"owner"}),  # a conversation is personal, staff included
 }
 
+
 class Owned(Protocol):
     user_id: int | None
 
@@ -57,10 +59,13 @@ def allowed(user: Any, action: Action, row: Owned | None) -> bool:
 
 def require[M: Model](user: Any, action: Action, rows: QuerySet[M], pk: int) -> M:
     """The row `pk` of `rows`, read now, if `user` may take `action` on it; else Http404."""
-    row = rows.filter(pk=pk).first()
-    if not allowed(user, action, row):  # type: ignore[arg-type]
+    try:
+        row = rows.get(pk=pk)
+    except rows.model.DoesNotExist:
+        row = None
+    if row is None or not allowed(user, action, row):  # type: ignore[arg-type]
         raise Http404(f"no {rows.model._meta.verbose_name} {pk}")
-    return row  # type: ignore[return-value]
+    return row
 
 
 def run_for(user: Any, action: Action, pk: int, runs: QuerySet[Run] | None = None) -> Run:

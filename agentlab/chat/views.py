@@ -28,8 +28,9 @@ STEPS_SHOWN = 300  # per turn / run page; the trace viewer has them all
 def index(request: HttpRequest) -> HttpResponse:
     agents = Agent.objects.all()
     conversations = Conversation.objects.owned_by(request.user).select_related("agent")
-    return render(request, "chat/index.html", {"agents": agents,
-                                               "conversations": conversations})
+    return render(request, "chat/index.html", {
+        "agents": agents, "conversations": conversations,
+        "max_message_chars": settings.AGENTLAB_MAX_MESSAGE_CHARS})
 
 
 def _agent(request: HttpRequest) -> Agent:
@@ -87,7 +88,9 @@ def conversation(request: HttpRequest, pk: int) -> HttpResponse:
     turns = []
     for turn in conv.turns.select_related("run"):
         turns.append({**turn_context(turn), "steps_html": first_steps_html(turn.run, STEPS_SHOWN)})
-    return render(request, "chat/conversation.html", {"conversation": conv, "turns": turns})
+    return render(request, "chat/conversation.html", {
+        "conversation": conv, "turns": turns,
+        "max_message_chars": settings.AGENTLAB_MAX_MESSAGE_CHARS})
 
 
 @require_POST

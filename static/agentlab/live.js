@@ -11,7 +11,9 @@
   "use strict";
   // Defined once in traces/schema.py; templates/live/_assets.html puts them on the page.
   const FINISHED = JSON.parse(document.getElementById("run-statuses").textContent).finished;
-  const REFUSED = 4403;
+  const REFUSED = 4403; // not yours to watch (or no longer): do not reconnect
+  const BEHIND = 1013; // fell too far behind: the ws extension reconnects, then we sync
+  const TOO_LARGE = 1009; // a frame over the server's limit: no reconnect
 
   function own(root, name) {
     // The root's own [data-live=name], not one inside a nested live element.
@@ -61,6 +63,8 @@
       this.socket = null;
       const code = e.detail.event && e.detail.event.code;
       if (code === REFUSED) this.note("you cannot watch this run");
+      else if (code === TOO_LARGE) this.note("disconnected: a message was too large — reload the page");
+      else if (code === BEHIND) this.note("fell behind — reconnecting to catch up…");
       else if (FINISHED.includes(this.status)) this.note("finished");
       else this.note("disconnected — reconnecting…");
     }
@@ -146,6 +150,12 @@
       if (!box) return;
       box.querySelector('[data-live="approval-tool"]').textContent = frame.tool;
       box.querySelector('[data-live="approval-args"]').value = pretty(frame.arguments);
+      const expiry = box.querySelector('[data-live="approval-expiry"]');
+      if (expiry) {
+        expiry.textContent = frame.expires_at
+          ? `— denied if nobody decides by ${new Date(frame.expires_at * 1000).toLocaleTimeString()}`
+          : "";
+      }
       this.show();
     }
 

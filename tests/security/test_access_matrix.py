@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -33,6 +34,7 @@ from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
 from tests.factories import make_agents, scripted_profile
 from tests.test_consumers import headers
+from traces import access
 from traces.models import Run, Step
 
 # Pages run in the test's transaction; sockets read from another thread, so they need commits.
@@ -122,6 +124,32 @@ SOCKETS: dict[str, Row] = {
     "ws/chat/<int:conversation_id>/": Row("/ws/chat/{conversation}/", anonymous="refused",
                                           other="refused", staff="refused", owner="accepted"),
 }
+
+
+# -- the rules themselves (pure: no database) --------------------------------------------------
+
+def person(pk: int | None, *, staff: bool = False, active: bool = True) -> SimpleNamespace:
+    return SimpleNamespace(pk=pk, is_authenticated=pk is not None, is_active=active,
+                           is_staff=staff)
+
+
+RULE_TABLE = {  # action -> (owner, staff, other, anonymous, the owner deactivated)
+    "watch": (True, True, False, False, False),
+    "control": (True, True, False, False, False),
+    "approve": (True, True, False, False, False),
+    "fork": (True, True, False, False, False),
+    "converse": (True, False, False, False, False),
+}
+
+
+@pytest.mark.parametrize("action", sorted(RULE_TABLE))
+def test_the_rules(action):
+    row = SimpleNamespace(user_id=1)
+    visitors = (person(1), person(9, staff=True), person(2), person(None), person(1, active=False))
+    assert tuple(access.allowed(v, action, row) for v in visitors) == RULE_TABLE[action]
+    assert set(RULE_TABLE) == set(access.RULES)
+    assert not access.allowed(person(1), action, None)  # no such row
+    assert access.RULES["fork"] == access.RULES["watch"]  # whoever may watch may fork
 
 
 def url_names(patterns: list[Any], namespace: str = "") -> set[str]:

@@ -26,22 +26,25 @@ from agentlab.compare.models import Comparison
 from agentlab.live import control as live
 from agentlab.models import Tool
 from agentlab.runs.snapshot import create_run
+from tests import test_consumers
 from tests.factories import make_agents, scripted_profile
-from tests.test_consumers import (  # noqa: F401 (agent, stop_runs: fixtures)
+from tests.test_consumers import (
     ANSWER,
     CALL,
-    agent,
     connect,
     frames_until,
     headers,
     is_type,
     paused,
-    stop_runs,
     synced,
 )
+from traces import fanout
 from traces.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+# The live socket tests' fixtures: a calculator agent on the scripted model; stop what ran.
+agent, stop_runs = test_consumers.agent, test_consumers.stop_runs
 
 QUIET_S = 0.3  # how long a socket must stay silent to say "nothing happened"
 FRAMES = [
@@ -79,7 +82,7 @@ def waiting_for_approval(frame: dict) -> bool:
 
 
 @pytest.fixture
-async def world(agent, user, fake_llm, stop_runs):  # noqa: F811
+async def world(agent, user, fake_llm, stop_runs):
     """alice's run paused at its approval, another paused in step mode (each watched by her
     socket), and a queued run of hers."""
     await Tool.objects.filter(name="calculator").aupdate(needs_approval=True)
@@ -157,7 +160,10 @@ async def test_every_frame_on_a_refused_run_socket_acts_on_nothing(frame, who, w
 
 
 async def test_a_refused_socket_hears_nothing_of_the_run(world, other_user):
+    watchers = fanout.watchers(world.run.pk)  # alice's socket
     comm = await refused_socket(f"/ws/runs/{world.run.pk}/", other_user)
+    await comm.send_json_to({"action": "sync", "last_seq": 0})
+    assert fanout.watchers(world.run.pk) == watchers  # never subscribed
     await approve_as_owner(world)  # the run goes on to its end: steps, status, final
     assert await comm.receive_nothing(timeout=QUIET_S)
     await comm.disconnect()
@@ -212,7 +218,7 @@ async def test_staff_who_are_no_longer_staff_cannot_approve(world, user, staff):
 # -- the chat socket ----------------------------------------------------------------------------
 
 @pytest.fixture
-def conversation(agent, user):  # noqa: F811
+def conversation(agent, user):
     return Conversation.objects.create(user=user, agent=agent)
 
 
@@ -271,7 +277,7 @@ async def test_an_oversized_chat_message_is_refused_and_nothing_starts(conversat
     assert await nothing_started(conversation) and fake_llm.requests == []
 
 
-def test_an_oversized_one_off_question_is_refused_and_nothing_is_queued(user, agent,  # noqa: F811
+def test_an_oversized_one_off_question_is_refused_and_nothing_is_queued(user, agent,
                                                                        settings):
     settings.AGENTLAB_MAX_MESSAGE_CHARS = 50
     client = Client()
