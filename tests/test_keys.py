@@ -12,7 +12,7 @@ from agentlab.llm.keys import SERVER_VARIABLES, key_variable_problem
 from agentlab.models import ModelProfile
 from agentlab.paths import REPO_ROOT
 
-READERS = {"get", "env_bool", "env_list", "getenv"}
+READERS = {"get", "env_bool", "env_list", "env_int", "getenv"}
 
 
 def variables_read(path) -> set[str]:
