@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import dj_database_url
+from django.utils.csp import CSP
 
 from agentlab.paths import REPO_ROOT, var_dir
 from agentlab.secrets import load_secret_key
@@ -52,8 +53,24 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+
+# Every page passes this policy: scripts only from our own static files (no inline script, no
+# eval), sockets and requests to this origin only. Inline style attributes are allowed (step
+# depth, waterfall bars, chart sizes are CSS variables set per element).
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF, CSP.UNSAFE_INLINE],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
 
 ROOT_URLCONF = "agentlab.urls"
 ASGI_APPLICATION = "agentlab.asgi.application"
@@ -159,3 +176,20 @@ AGENTLAB_APPROVAL_TTL_S = env_int("AGENTLAB_APPROVAL_TTL_S", 30 * 60)
 AGENTLAB_SOCKET_OUTBOX = env_int("AGENTLAB_SOCKET_OUTBOX", 2_000)
 # Steps read from the database and sent per page of a sync's backfill.
 AGENTLAB_BACKFILL_PAGE = env_int("AGENTLAB_BACKFILL_PAGE", 200)
+
+
+# -- Production profile: AGENTLAB_ENV=production (docs/SECURITY.md "Deploying") ------------------
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto; `manage.py check --deploy` is clean.
+AGENTLAB_ENV = os.environ.get("AGENTLAB_ENV", "development").strip().lower()
+if AGENTLAB_ENV == "production":
+    if DEBUG:
+        raise ValueError("AGENTLAB_ENV=production runs with DEBUG off; unset DEBUG")
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_CSP["upgrade-insecure-requests"] = True
+elif AGENTLAB_ENV != "development":
+    raise ValueError(f"AGENTLAB_ENV must be development or production, not {AGENTLAB_ENV!r}")

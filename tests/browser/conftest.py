@@ -127,7 +127,7 @@ def playwright_browser() -> Iterator[object]:
 
 
 @pytest.fixture
-def browser_page(playwright_browser, tmp_path) -> Iterator[object]:
+def browser_page(playwright_browser, tmp_path, request) -> Iterator[object]:
     """A fresh, logged-out page in its own browser context (no cookies or storage shared).
     `page.js_errors` collects uncaught script errors, console errors and failed requests
     (HTTP >= 400, except the favicon)."""
@@ -142,6 +142,10 @@ def browser_page(playwright_browser, tmp_path) -> Iterator[object]:
         yield page
     finally:
         context.close()
+    # Every page must run clean: no script error, no Content-Security-Policy violation (the
+    # console reports them as errors), no failed request — unless the test provokes them.
+    if not request.node.get_closest_marker("allow_js_errors"):
+        assert not page.js_errors, page.js_errors
 
 
 def _console_error(page, message) -> None:
