@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from agentlab.tools.executor import ToolExecutor
 
 SERVER_COUNT_MARGIN = 1.05  # refitting to a server's own count, keep 5 % spare
+# No tokenizer makes more than a token a byte, ~3.5 times our estimate of lowercase text: a
+# server that claims more is not believed further.
+MAX_SERVER_RATIO = 4.0
 CheckpointHook = Callable[[Step], Awaitable[dict[str, Any] | None]]
 LoopHook = Callable[[str, Any, int | None], Awaitable[str]]  # (tool, args, parent) -> nudge
 
@@ -241,7 +244,10 @@ class RunContext(ScopedContext):
             except ContextTooLong as exc:
                 if attempt or not self._learn_window(model, request, exc):
                     raise
-                self._record_fit(step, self._fit(model, request, messages), server=exc)
+                try:
+                    self._record_fit(step, self._fit(model, request, messages), server=exc)
+                except window.PromptTooLong:
+                    raise exc from None  # the server's own words and counts say it best
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _fit(self, model: ChatModel, request: dict[str, Any],
@@ -273,7 +279,8 @@ class RunContext(ScopedContext):
         if exc.prompt_tokens:
             ours = sum(map(window.message_tokens, request["messages"])) + window.fixed_tokens(
                 request["tools"], request["response_format"])
-            ratio = max(old_ratio, exc.prompt_tokens / max(ours, 1) * SERVER_COUNT_MARGIN)
+            ratio = max(old_ratio, min(exc.prompt_tokens / max(ours, 1) * SERVER_COUNT_MARGIN,
+                                       MAX_SERVER_RATIO))
         limit = min(filter(None, (old_limit, exc.limit_tokens)), default=None)
         if ratio <= old_ratio and limit == old_limit:
             return False
