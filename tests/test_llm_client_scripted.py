@@ -472,8 +472,9 @@ async def test_llama_cpp_pythons_empty_stream_is_asked_again_for_its_reason(
     fake_llm.script(BrokenStream(), LLAMA_CPP_PY_TOO_LONG)
     with pytest.raises(ContextTooLong, match="counted 6,010 tokens for a window of 4,096"):
         await OpenAIChatModel(fake_profile).chat(HELLO, on_token=lambda d: None)
+    # (On a fresh connection: llama-cpp-python's broken one drops the next request, which
+    # tests/test_llm_client_embedded.py sees; this server closes every stream's anyway.)
     assert [bool(r.get("stream")) for r in fake_llm.requests] == [True, False]
-    assert fake_llm.peers[0] != fake_llm.peers[1]  # on a fresh connection
 
 
 async def test_an_empty_stream_that_answers_unstreamed_still_streams_its_words(
@@ -483,8 +484,9 @@ async def test_an_empty_stream_that_answers_unstreamed_still_streams_its_words(
     model = OpenAIChatModel(fake_profile)
     assert (await model.chat(HELLO, on_token=tokens.append)).text == "Here it is."
     assert tokens == ["Here it is."]
-    await model.chat(HELLO, on_token=tokens.append)
-    assert fake_llm.requests[2]["stream"]  # a chat turn is not learnt as unstreamable
+    # A chat turn's empty stream says nothing about tool turns: those still stream.
+    await model.chat(HELLO, tools=[WEATHER_TOOL], on_token=tokens.append)
+    assert fake_llm.requests[2]["stream"]
 
 
 async def test_a_context_error_inside_a_stream_is_reported_as_what_it_is(

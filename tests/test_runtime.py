@@ -451,3 +451,21 @@ async def test_an_edit_at_a_breakpoint_is_fitted_too(fake_llm) -> None:
         await ctx.llm("agent", [{"role": "user", "content": "Short."}])
     (step,) = sink.steps
     assert step.status == "error" and step.meta["edited"] and fake_llm.requests == []
+
+
+async def test_a_server_count_that_leaves_no_room_is_reported_in_its_own_words(fake_llm) -> None:
+    from agentlab.llm.errors import ContextTooLong
+    from tests.fake_openai import Fail
+
+    fake_llm.script(Fail(400, "This model's maximum context length is 4096 tokens. However, "
+                              "you requested 9000 tokens (9000 in the messages, 0 in the "
+                              "completion).", "context_length_exceeded"))
+    ctx, sink = make_context(_window_model(fake_llm, context_tokens=4096))
+    question = [{"role": "user", "content": "Translate: " + "bonjour tout le monde " * 250}]
+    with pytest.raises(ContextTooLong) as info:
+        await ctx.llm("agent", question)
+    # Fitted to the server's count the question alone no longer fits: not an estimate scaled
+    # by that count, but what the server said.
+    assert str(info.value).startswith("the prompt is too long for 'scripted-model': the server "
+                                      "counted 9,000 tokens for a window of 4,096")
+    assert len(fake_llm.requests) == 1 and sink.steps[0].status == "error"

@@ -197,7 +197,7 @@ def _translate(exc: Exception, *, profile: str, base_url: str, model: str, key_e
             # An exhausted quota does not come back with a retry.
             quota = code == "insufficient_quota" or "quota" in low
             return RateLimited(f"rate limited {where}: {msg}", retryable=not quota, **kw)
-        if status != 429 and is_context_error(msg, code, _error_type(exc.body)):
+        if is_context_error(msg, code, _error_type(exc.body)):
             return context_too_long(msg, model=model, where=where, body=_error_body(exc.body),
                                     **kw)
         if status == 404 or code == "model_not_found" or (
