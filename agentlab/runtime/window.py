@@ -5,11 +5,12 @@ model's tokenizer (SmolLM2), it counts a lowercase ASCII letter or a space as 2/
 (3.5 a token; English prose runs 4.9), a capital as half a token, any other ASCII character
 (digit, punctuation, newline, tab) as a whole token (SmolLM2 gives every digit its own token;
 JSON runs 1.8 characters a token), each byte of a non-ASCII character as 3/4 of a token (Chinese
-0.65, emoji 0.73 a byte), and 8 tokens a message for its role markers. That over-counts prose,
-code, JSON, SQL, Chinese and Cyrillic by 2–70 % and French by 2 %; long runs of random hex or
-base64 come out 17–37 % under. Where a server still says the prompt is too long, that is
-reported as such (agentlab.llm.errors.ContextTooLong), and the runtime fits once more to the
-server's own count.
+0.65, emoji 0.73 a byte), and 8 tokens a message for its role markers. That over-counts
+English prose by 46 %, code by 42 %, JSON and SQL by 20 %, Chinese by 16 %, Russian by 72 %
+and French by 2 %; only runs of random letters come out under (hex by 17 %, base64 by 37 %,
+random lowercase by half). Where a server still says the prompt is too long, that is reported
+as such (agentlab.llm.errors.ContextTooLong), and the runtime fits once more to the server's
+own count (RunContext.llm).
 
 What is kept, in this order of importance: the leading system messages and the question (the
 first message after the conversation's history) are never touched — when they alone exceed the
@@ -25,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agentlab.llm.errors import ContextTooLong
@@ -38,7 +39,6 @@ MARKER = "[… {chars:,} characters cut to fit the model's context window …]"
 
 _SMALL = b"abcdefghijklmnopqrstuvwxyz "
 _CAPITALS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-_ASCII = bytes(range(128))
 _NON_ASCII = bytes(range(128, 256))
 
 
@@ -51,7 +51,8 @@ def estimate_tokens(text: str) -> int:
     capitals = len(data) - len(data.translate(None, _CAPITALS))
     non_ascii = len(data) - len(data.translate(None, _NON_ASCII))
     other = len(data) - small - capitals - non_ascii  # digits, punctuation, newlines, tabs
-    # In 28ths of a token: 3.5 small letters or spaces, 2 capitals, 1 other, 4/3 bytes.
+    # In 28ths of a token: 2/7 a small letter or space, 1/2 a capital, 1 any other ASCII
+    # character, 3/4 a byte of a non-ASCII one; rounded up.
     return (8 * small + 14 * capitals + 28 * other + 21 * non_ascii + 27) // 28
 
 
@@ -106,7 +107,6 @@ class Fitted:
     dropped_messages: int = 0  # messages left out (history turns and the run's own exchanges)
     cut_messages: int = 0  # messages shortened in the middle
     chars_cut: int = 0
-    cut: list[int] = field(default_factory=list)  # indexes (in the given list) shortened
 
     @property
     def trimmed(self) -> bool:
@@ -224,6 +224,8 @@ class _Plan:
             if tokens <= target or keep == 0:
                 break
             keep = int(keep * target / tokens * 0.97)
+        else:
+            text = _cut(content, keep)
         if len(text) >= len(content):
             return
         cost = others + self.scaled(estimate_tokens(text))
@@ -238,7 +240,7 @@ class _Plan:
         cut = sorted(i for i in self.texts if i not in self.dropped)
         return Fitted(out, budget, self.spent, original, dropped_turns=self.dropped_turns,
                       dropped_messages=len(self.dropped), cut_messages=len(cut),
-                      chars_cut=sum(self.chars_cut[i] for i in cut), cut=cut)
+                      chars_cut=sum(self.chars_cut[i] for i in cut))
 
 
 def _cut(text: str, keep: int) -> str:
