@@ -39,10 +39,13 @@ def to_config(
 
 
 def resolve_url(config: ProfileConfig) -> ProfileConfig:
-    """Fill in the embedded model's current URL wherever a chain has a blank one."""
+    """Fill in the embedded model's current URL wherever a chain has a blank one (and its
+    window, for a snapshot frozen before profiles had one)."""
     fallback = resolve_url(config.fallback) if config.fallback else None
-    return dataclasses.replace(config, base_url=config.base_url or local_base_url(),
-                               fallback=fallback)
+    embedded = not config.base_url
+    return dataclasses.replace(
+        config, base_url=config.base_url or local_base_url(), fallback=fallback,
+        context_tokens=config.context_tokens or (CONTEXT_TOKENS if embedded else None))
 
 
 def chat_model(profile: ModelProfile) -> OpenAIChatModel:

@@ -10,6 +10,7 @@ import asyncio
 import pytest
 
 from agentlab.llm.client import OpenAIChatModel
+from agentlab.llm.errors import ContextTooLong
 
 pytestmark = pytest.mark.embedded
 
@@ -99,3 +100,97 @@ async def test_two_streams_at_once_both_finish(embedded_profile):
     for result in results:
         assert result.text.strip() and result.finish_reason in {"stop", "length"}
         assert result.attempts == 1
+
+
+# ------------------------------------------------------------------ context windows
+
+
+async def test_the_window_estimate_is_above_the_models_own_count(embedded_llm):
+    # The rule in agentlab/runtime/window.py against SmolLM2's tokenizer itself.
+    import json
+    import urllib.request
+    from pathlib import Path
+
+    from agentlab.runtime.window import estimate_tokens
+    from agentlab.tools.registry import builtin_tools
+    from tests.test_window import MEASURED
+
+    samples = [text for text, _ in MEASURED] + [
+        Path("agentlab/runtime/context.py").read_text(),
+        json.dumps([spec.name for spec in builtin_tools().values()]),
+        Path("docs/ARCHITECTURE.md").read_text()[:20_000]]
+
+    def count(text: str) -> int:
+        request = urllib.request.Request(
+            embedded_llm.removesuffix("/v1") + "/extras/tokenize",
+            data=json.dumps({"input": text}).encode(), headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return len(json.loads(response.read())["tokens"])
+
+    counts = await asyncio.gather(*(asyncio.to_thread(count, s) for s in samples))
+    for text, real in zip(samples, counts, strict=True):
+        assert estimate_tokens(text) >= real, text[:60]
+
+
+async def test_a_prompt_over_the_servers_window_is_reported_with_its_count(embedded_profile):
+    # Streamed, llama-cpp-python opens the stream and ends it empty (the reason is only in its
+    # log); the client asks again unstreamed and reports the server's own words and counts.
+    import dataclasses
+
+    model = OpenAIChatModel(dataclasses.replace(embedded_profile, retries=2))
+    long = [{"role": "user", "content": "Summarise: " + "the quick brown fox " * 1500}]
+    with pytest.raises(ContextTooLong) as info:
+        await model.chat(long, on_token=lambda d: None)
+    assert info.value.limit_tokens == 4096 and info.value.prompt_tokens > 4096
+    assert "the server counted" in str(info.value) and info.value.attempts == 2
+    # The connection it broke is not reused: the next question gets its answer.
+    answer = await model.chat([{"role": "user", "content": "Say hi."}], max_tokens=8,
+                              on_token=lambda d: None)
+    assert answer.text.strip() and answer.attempts == 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_overlong_chat_message_is_refused_and_the_next_one_answered(
+        embedded_llm, user, monkeypatch):
+    # The whole chat path: a turn's run, its trace, and the next turn's history (history_of).
+    from asgiref.sync import sync_to_async
+
+    from agentlab.chat.models import Conversation
+    from agentlab.chat.turns import add_turn_now
+    from agentlab.models import Agent, ModelProfile
+    from agentlab.runs.tasks import execute_run
+    from traces.models import Run, Step
+
+    monkeypatch.setenv("AGENTLAB_LOCAL_LLM_URL", embedded_llm)
+
+    def conversation() -> Conversation:
+        # The embedded profile as `setup` makes it: blank URL and window (4,096: its --n_ctx).
+        profile = ModelProfile.objects.create(name="Local SmolLM2", base_url="", model="",
+                                              temperature=0.0, max_tokens=48, retries=0,
+                                              timeout_s=120)
+        agent = Agent.objects.create(name="Chat", paradigm="react", model_profile=profile,
+                                     params={"mode": "function_calling"})
+        return Conversation.objects.create(user=user, agent=agent)
+
+    async def say(conv: Conversation, message: str) -> Run:
+        turn = await sync_to_async(add_turn_now)(conv.pk, message)
+        await execute_run(await Run.objects.aget(pk=turn.run_id))
+        return await Run.objects.aget(pk=turn.run_id)
+
+    conv = await sync_to_async(conversation)()
+    pasted = "Please summarise this report.\n\n" + (
+        "The quarterly figures show steady growth in every region, with costs held flat and "
+        "new customers arriving from the partner programme.\n") * 180  # ~22,000 characters
+    refused = await say(conv, pasted)
+    assert refused.status == "failed"
+    assert refused.error.startswith("the message is ~") and (
+        "Local SmolLM2 reads at most 4,096 tokens (with 48 kept for the reply)" in refused.error)
+    assert refused.error in refused.final_answer  # what the chat bubble shows
+    llm = await Step.objects.aget(run=refused, kind="llm")
+    assert llm.status == "error" and llm.meta["refused"]["context_tokens"] == 4096
+    assert (llm.tokens_in, llm.tokens_out) == (0, 0)  # nothing was sent
+
+    answered = await say(conv, "Hello! What is the capital of France?")
+    assert answered.status == "succeeded" and answered.final_answer.strip(), answered.error
+    sent = await Step.objects.filter(run=answered, kind="llm").afirst()
+    assert sent.input["messages"][-1]["content"] == "Hello! What is the capital of France?"

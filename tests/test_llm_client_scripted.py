@@ -424,3 +424,98 @@ async def test_tool_names_repeated_in_every_delta_are_not_doubled(fake_llm, fake
     result = await OpenAIChatModel(fake_profile).chat(HELLO, on_token=lambda d: None)
     assert [c.name for c in result.tool_calls] == ["get_weather"]
     assert result.tool_calls[0].arguments == {"city": "Paris"}
+
+
+# ------------------------------------------------------------------ context windows
+
+LLAMA_CPP_PY_TOO_LONG = Fail(
+    400, "This model's maximum context length is 4096 tokens. However, you requested 6026 tokens "
+         "(6010 in the messages, 16 in the completion). Please reduce the length of the "
+         "messages or completion.", "context_length_exceeded")
+
+
+@pytest.mark.parametrize(("fail", "counts"), [
+    (LLAMA_CPP_PY_TOO_LONG, (6010, 4096)),  # llama-cpp-python (and vLLM), unstreamed
+    (Fail(400, "request (4476 tokens) exceeds the available context size (4096 tokens), try "
+               "increasing it"), (4476, 4096)),  # llama.cpp's llama-server
+    (Fail(400, "This model's maximum context length is 128000 tokens. However, your messages "
+               "resulted in 130512 tokens. Please reduce the length of the messages.",
+          "context_length_exceeded"), (130512, 128000)),  # OpenAI
+    (Fail(500, "Requested tokens (6010) exceed context window of 4096"), (6010, 4096)),
+    (Fail(400, "prompt is too long: 210000 tokens > 200000 maximum"), (None, None)),
+], ids=["llama-cpp-python", "llama-server", "openai", "llama-cpp-python-500", "other"])
+async def test_a_servers_context_length_error_is_reported_as_what_it_is(
+        fake_llm, fake_profile, fail, counts):
+    fake_llm.script(fail)
+    with pytest.raises(ContextTooLong) as info:
+        await OpenAIChatModel(fake_profile).chat(HELLO)
+    error = info.value
+    assert (error.prompt_tokens, error.limit_tokens) == counts
+    assert str(error).startswith("the prompt is too long for 'scripted-model'")
+    if counts[0]:
+        assert f"the server counted {counts[0]:,} tokens for a window of {counts[1]:,}" in str(
+            error)
+    assert fail.message in str(error) and "(profile 'scripted'" in str(error)
+    assert len(fake_llm.requests) == 1  # never retried: it would be too long again
+
+
+async def test_a_rate_limit_on_tokens_is_not_taken_for_a_long_prompt(fake_llm, fake_profile):
+    fake_llm.script(*[Fail(429, "Rate limit reached: too many tokens per minute")] * 3)
+    with pytest.raises(RateLimited):
+        await OpenAIChatModel(fake_profile).chat(HELLO)
+
+
+async def test_llama_cpp_pythons_empty_stream_is_asked_again_for_its_reason(
+        fake_llm, fake_profile):
+    # A prompt over its window: the stream opens (200) and ends with nothing at all; the reason
+    # is only in the server's log. Unstreamed, the same request gets a 400 that says so.
+    fake_llm.script(BrokenStream(), LLAMA_CPP_PY_TOO_LONG)
+    with pytest.raises(ContextTooLong, match="counted 6,010 tokens for a window of 4,096"):
+        await OpenAIChatModel(fake_profile).chat(HELLO, on_token=lambda d: None)
+    # (On a fresh connection: llama-cpp-python's broken one drops the next request, which
+    # tests/test_llm_client_embedded.py sees; this server closes every stream's anyway.)
+    assert [bool(r.get("stream")) for r in fake_llm.requests] == [True, False]
+
+
+async def test_an_empty_stream_that_answers_unstreamed_still_streams_its_words(
+        fake_llm, fake_profile):
+    fake_llm.script(BrokenStream(), Reply(text="Here it is."), Reply(text="streamed again"))
+    tokens: list[str] = []
+    model = OpenAIChatModel(fake_profile)
+    assert (await model.chat(HELLO, on_token=tokens.append)).text == "Here it is."
+    assert tokens == ["Here it is."]
+    # A chat turn's empty stream says nothing about tool turns: those still stream.
+    await model.chat(HELLO, tools=[WEATHER_TOOL], on_token=tokens.append)
+    assert fake_llm.requests[2]["stream"]
+
+
+async def test_a_context_error_inside_a_stream_is_reported_as_what_it_is(
+        fake_llm, fake_profile, monkeypatch):
+    # Servers that check late send the error as an event of the open stream.
+    import tests.fake_openai as fake
+
+    error = {"error": {"message": "the request exceeds the available context size, try "
+                                  "increasing it", "type": "exceed_context_size_error",
+                       "code": 400, "n_prompt_tokens": 5000, "n_ctx": 4096}}
+    monkeypatch.setattr(fake, "chunks", lambda reply, include_usage=True: [error])
+    fake_llm.script(Reply(text="unused"))
+    with pytest.raises(ContextTooLong, match="counted 5,000 tokens for a window of 4,096"):
+        await OpenAIChatModel(dataclasses.replace(fake_profile, retries=0)).chat(
+            HELLO, on_token=lambda d: None)
+
+
+def test_a_model_says_its_profiles_window():
+    from agentlab.llm.replay import ReplayModel
+    from agentlab.llm.types import DEFAULT_CONTEXT_TOKENS, ContextWindow
+    from agentlab.profiles import resolve_url
+
+    profile = ProfileConfig(name="p", base_url="http://x/v1", model="m", max_tokens=256)
+    assert OpenAIChatModel(profile).window == ContextWindow(DEFAULT_CONTEXT_TOKENS, 256)
+    sized = dataclasses.replace(profile, context_tokens=32_000)
+    assert OpenAIChatModel(sized).window.tokens == 32_000
+    # A replay fits as the recorded run did, with the role's window.
+    assert ReplayModel([], OpenAIChatModel(sized)).window.tokens == 32_000
+    # A snapshot frozen before profiles had a window: the embedded model's is known.
+    old = ProfileConfig(name="Local SmolLM2", base_url="", model="")
+    assert resolve_url(old).context_tokens == 4096
+    assert resolve_url(profile).context_tokens is None

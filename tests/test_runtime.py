@@ -350,3 +350,122 @@ async def test_cancelling_the_task_itself_records_then_propagates() -> None:
     with pytest.raises(asyncio.CancelledError):
         await run
     assert sink.steps[-1].kind == "final" and sink.statuses[-1][0] == "cancelled"
+
+
+# ------------------------------------------------------------------ context windows
+
+
+def _window_model(fake_llm, context_tokens: int = 1024, max_tokens: int = 128):
+    from agentlab.llm.client import OpenAIChatModel
+    from agentlab.llm.types import ProfileConfig
+
+    return OpenAIChatModel(ProfileConfig(
+        name="Small window", base_url=fake_llm.base_url, model="scripted-model", retries=0,
+        context_tokens=context_tokens, max_tokens=max_tokens))
+
+
+def _chat(turns: int, words: int = 30) -> list[dict[str, str]]:
+    return [m for i in range(turns) for m in (
+        {"role": "user", "content": f"question {i}: " + "word " * words},
+        {"role": "assistant", "content": f"answer {i}: " + "word " * words})]
+
+
+async def test_the_llm_step_records_the_fitted_prompt_the_server_received(fake_llm) -> None:
+    from tests.fake_openai import Reply
+
+    history = _chat(30)
+    observation = "Observation: " + "row " * 6000
+    messages = [{"role": "system", "content": "You answer from the observations."}, *history,
+                {"role": "user", "content": "How many rows?"},
+                {"role": "assistant", "content": "Let me count them."},
+                {"role": "user", "content": observation}]
+    fake_llm.script(Reply(text="Many rows."))
+    ctx, sink = make_context(_window_model(fake_llm), history=history)
+    result = await ctx.llm("agent", messages)
+    assert result.text == "Many rows."
+    (step,) = sink.steps
+    sent = fake_llm.last_request["messages"]
+    assert step.input["messages"] == sent  # the trace holds exactly what the server read
+    assert sent[0] == messages[0] and sent[-3:-1] == messages[-3:-1]  # system, question, reply
+    assert "characters cut to fit the model's context window" in sent[-1]["content"]
+    trimmed = step.meta["trimmed"]
+    dropped = trimmed["dropped_turns"]
+    assert dropped > 0 and sent[1:-3] == history[2 * dropped:]  # the oldest turns went
+    assert trimmed["dropped_messages"] == 2 * dropped and trimmed["cut_messages"] == 1
+    assert trimmed["chars_cut"] == len(observation) - (len(sent[-1]["content"]) - len(
+        f"\n[… {trimmed['chars_cut']:,} characters cut to fit the model's context window …]\n"))
+    assert trimmed["budget"] == 1024 - 128 and trimmed["estimated_tokens"] <= 896
+    assert len(messages) == 64 and messages[-1]["content"] == observation  # the caller's list
+
+
+async def test_a_message_that_cannot_fit_is_refused_before_anything_is_sent(fake_llm) -> None:
+    async def body(ctx, task):
+        return (await ctx.llm("agent", [{"role": "system", "content": "Be brief."},
+                                        {"role": "user", "content": task}])).text
+
+    ctx, sink = make_context(_window_model(fake_llm))
+    outcome = await execute(Scripted(body), ctx, "Summarise this: " + "lorem ipsum " * 800)
+    assert fake_llm.requests == [] and ctx.totals.llm_calls == 0
+    assert outcome.status == "failed"
+    assert outcome.error.startswith("the message is ~") and (
+        "Small window reads at most 1,024 tokens (with 128 kept for the reply)" in outcome.error)
+    (step,) = sink.of_kind("llm")
+    assert step.status == "error" and step.output["kind"] == "context_too_long"
+    assert step.meta["refused"]["budget"] == 896 and step.meta["refused"][
+        "estimated_tokens"] > 896
+    assert sink.of_kind("error")[0].meta["kind"] == "context_too_long"
+    assert outcome.error in sink.of_kind("final")[0].text  # what the chat shows
+
+
+async def test_a_server_that_counts_more_gets_the_prompt_fitted_to_its_count(fake_llm) -> None:
+    from tests.fake_openai import Fail, Reply
+
+    # Our estimate lets the prompt through; the server's tokenizer counts twice as much.
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Go."},
+                {"role": "assistant", "content": "Reading."},
+                {"role": "user", "content": "Observation: " + "cell " * 2500}]
+    fake_llm.script(Fail(400, "This model's maximum context length is 4096 tokens. However, "
+                              "you requested 7400 tokens (7272 in the messages, 128 in the "
+                              "completion).", "context_length_exceeded"),
+                    Reply(text="Done."), Reply(text="Done again."))
+    ctx, sink = make_context(_window_model(fake_llm, context_tokens=4096))
+    assert (await ctx.llm("agent", messages)).text == "Done."
+    first, second = (r["messages"] for r in fake_llm.requests)
+    assert first == messages and len(second[-1]["content"]) < len(messages[-1]["content"]) / 2
+    (step,) = sink.steps
+    assert step.status == "ok" and step.input["messages"] == second
+    assert step.meta["trimmed"]["server_prompt_tokens"] == 7272
+    # The run keeps the server's count: the next call is fitted at once.
+    assert (await ctx.llm("agent", messages)).text == "Done again."
+    assert len(fake_llm.requests) == 3 and fake_llm.requests[2]["messages"] == second
+
+
+async def test_an_edit_at_a_breakpoint_is_fitted_too(fake_llm) -> None:
+    async def checkpoint(step: Step) -> dict | None:
+        return {"messages": [{"role": "user", "content": "Short? " + "more " * 5000}]}
+
+    ctx, sink = make_context(_window_model(fake_llm), checkpoint=checkpoint)
+    from agentlab.llm.errors import ContextTooLong
+
+    with pytest.raises(ContextTooLong, match="the message is ~"):
+        await ctx.llm("agent", [{"role": "user", "content": "Short."}])
+    (step,) = sink.steps
+    assert step.status == "error" and step.meta["edited"] and fake_llm.requests == []
+
+
+async def test_a_server_count_that_leaves_no_room_is_reported_in_its_own_words(fake_llm) -> None:
+    from agentlab.llm.errors import ContextTooLong
+    from tests.fake_openai import Fail
+
+    fake_llm.script(Fail(400, "This model's maximum context length is 4096 tokens. However, "
+                              "you requested 9000 tokens (9000 in the messages, 0 in the "
+                              "completion).", "context_length_exceeded"))
+    ctx, sink = make_context(_window_model(fake_llm, context_tokens=4096))
+    question = [{"role": "user", "content": "Translate: " + "bonjour tout le monde " * 250}]
+    with pytest.raises(ContextTooLong) as info:
+        await ctx.llm("agent", question)
+    # Fitted to the server's count the question alone no longer fits: not an estimate scaled
+    # by that count, but what the server said.
+    assert str(info.value).startswith("the prompt is too long for 'scripted-model': the server "
+                                      "counted 9,000 tokens for a window of 4,096")
+    assert len(fake_llm.requests) == 1 and sink.steps[0].status == "error"

@@ -19,7 +19,6 @@ import openai
 from agentlab.llm import transport
 from agentlab.llm.errors import (
     AuthenticationFailed,
-    BadResponse,
     ContextTooLong,
     LLMError,
     translate,
@@ -27,7 +26,7 @@ from agentlab.llm.errors import (
 from agentlab.llm.keys import key_variable_problem
 from agentlab.llm.local_server import MODEL_NAME as DEFAULT_MODEL
 from agentlab.llm.transport import parse_tool_call
-from agentlab.llm.types import ChatResult, ProfileConfig, TokenCallback
+from agentlab.llm.types import ChatResult, ContextWindow, ProfileConfig, TokenCallback
 
 __all__ = ["OpenAIChatModel", "parse_tool_call"]
 
@@ -51,6 +50,11 @@ class OpenAIChatModel:
         self._schema_as_json_object: set[str] = set()  # llama.cpp's response_format dialect
         self._no_stream_options: set[str] = set()  # servers that refuse stream_options
         self._no_tool_streams: set[str] = set()  # servers that cannot stream a tool turn
+
+    @property
+    def window(self) -> ContextWindow:
+        """The first profile's: a fallback with a smaller window says so itself (ContextTooLong)."""
+        return self.profile.window
 
     async def chat(
         self,
@@ -188,13 +192,12 @@ class OpenAIChatModel:
             result = await transport.stream(client, kwargs, on_token, usage=False)
         if result is not None:
             return result
-        if not kwargs.get("tools"):
-            raise BadResponse(f"the stream from {p.base_url} (profile {p.name!r}) ended without "
-                              "an answer", profile=p.name, base_url=p.base_url, retryable=True)
-        # llama.cpp cannot stream an automatic tool choice: it opens the stream, fails, and
-        # leaves the connection unusable. Ask again unstreamed, on a fresh connection, and
-        # send this profile's tool turns unstreamed from now on.
-        self._no_tool_streams.add(p.name)
+        # A stream that held nothing is how llama-cpp-python fails once the stream is open (a
+        # prompt over its window, an automatic tool choice), leaving the connection unusable;
+        # its reason is only in its log. Ask again unstreamed on a fresh connection: that gets
+        # the answer or the server's own words (a 400 "maximum context length" and its counts).
+        if kwargs.get("tools"):  # a tool turn: send this profile's unstreamed from now on
+            self._no_tool_streams.add(p.name)
         transport.POOL.drop(p.base_url, key, p.timeout_s)
         tally.http += 1
         return await _complete_then_emit(transport.POOL.get(p.base_url, key, p.timeout_s),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+from typing import Any
 
 import openai
 
@@ -39,7 +41,12 @@ class UnknownModel(LLMError):
 
 
 class ContextTooLong(LLMError):
+    """The prompt does not fit the model's context window: ours (before sending) or the
+    server's word. `prompt_tokens` and `limit_tokens` are the server's counts when it gave them."""
+
     kind = "context_too_long"
+    prompt_tokens: int | None = None
+    limit_tokens: int | None = None
 
 
 class RateLimited(LLMError):
@@ -58,6 +65,54 @@ class BadResponse(LLMError):
     kind = "bad_response"
 
 
+# How servers say a prompt is too long: OpenAI and vLLM ("maximum context length",
+# code context_length_exceeded), llama-cpp-python ("exceed context window", the same code),
+# llama.cpp's llama-server ("exceeds the available context size", type
+# exceed_context_size_error), and the wordings of other compatible servers.
+_CONTEXT_CODES = {"context_length_exceeded", "exceed_context_size_error",
+                  "string_above_max_length"}
+_CONTEXT_WORDS = re.compile(
+    r"context[ _](length|window|size)|maximum context|context.{0,40}exceed|exceed.{0,60}context"
+    r"|prompt is too long|input is too long|too many (input |prompt )?tokens", re.I | re.S)
+# (limit, prompt) or (prompt, limit) in the servers' wordings above.
+_LIMIT_FIRST = re.compile(
+    r"maximum context length is (\d+) tokens.{0,40}?(?:requested|resulted in|has) (\d+)", re.I)
+_PROMPT_FIRST = re.compile(
+    r"(?:requested tokens|request) \((\d+)(?: tokens)?\) exceeds? (?:the available )?context "
+    r"(?:window|size)(?: of)? \(?(\d+)", re.I)
+_IN_MESSAGES = re.compile(r"\((\d+) in the messages", re.I)
+
+
+def is_context_error(message: str, code: str = "", kind: str = "") -> bool:
+    """Does a server's error say that the prompt exceeds the model's context window?"""
+    return bool({code, kind} & _CONTEXT_CODES) or bool(_CONTEXT_WORDS.search(message))
+
+
+def context_too_long(message: str, *, model: str, where: str, body: Any = None,
+                     **kw: Any) -> ContextTooLong:
+    """The server's "too long", with its own counts when it gave them."""
+    prompt = limit = None
+    if match := _LIMIT_FIRST.search(message):
+        limit, prompt = int(match[1]), int(match[2])
+        if part := _IN_MESSAGES.search(message):  # the completion's share is not the prompt's
+            prompt = int(part[1])
+    elif match := _PROMPT_FIRST.search(message):
+        prompt, limit = int(match[1]), int(match[2])
+    if isinstance(body, dict):  # llama-server sends them as fields too
+        prompt = _int(body.get("n_prompt_tokens")) or prompt
+        limit = _int(body.get("n_ctx")) or limit
+    counts = (f": the server counted {prompt:,} tokens for a window of {limit:,}"
+              if prompt and limit else "")
+    error = ContextTooLong(f"the prompt is too long for {model!r}{counts} {where} — the server "
+                           f"said: {message}", **kw)
+    error.prompt_tokens, error.limit_tokens = prompt, limit
+    return error
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def _server_message(exc: openai.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, dict):
@@ -67,6 +122,15 @@ def _server_message(exc: openai.APIStatusError) -> str:
         if isinstance(err, str):
             return err
     return str(exc.message)
+
+
+def _error_body(body: Any) -> Any:
+    return body.get("error", body) if isinstance(body, dict) else body
+
+
+def _error_type(body: Any) -> str:
+    err = _error_body(body)
+    return str(err.get("type") or "") if isinstance(err, dict) else ""
 
 
 def _connection_reason(exc: openai.APIConnectionError) -> str:
@@ -133,10 +197,9 @@ def _translate(exc: Exception, *, profile: str, base_url: str, model: str, key_e
             # An exhausted quota does not come back with a retry.
             quota = code == "insufficient_quota" or "quota" in low
             return RateLimited(f"rate limited {where}: {msg}", retryable=not quota, **kw)
-        if code == "context_length_exceeded" or (
-                "context" in low and ("length" in low or "window" in low or "exceed" in low)):
-            return ContextTooLong(f"the conversation is too long for {model!r} {where}: {msg}",
-                                  **kw)
+        if is_context_error(msg, code, _error_type(exc.body)):
+            return context_too_long(msg, model=model, where=where, body=_error_body(exc.body),
+                                    **kw)
         if status == 404 or code == "model_not_found" or (
                 "model" in low and ("not found" in low or "does not exist" in low)):
             return UnknownModel(f"unknown model {model!r} {where}: {msg}", **kw)
@@ -145,6 +208,11 @@ def _translate(exc: Exception, *, profile: str, base_url: str, model: str, key_e
         if status >= 500 or status == 409:
             return ServerError(f"server error {status} {where}: {msg}", **kw)
         return BadResponse(f"request refused with {status} {where}: {msg}", **kw)
+    if isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIResponseValidationError):
+        # An error event inside a stream: llama-server and others say "too long" this way too.
+        msg = str(exc.message or "")
+        if is_context_error(msg, str(exc.code or ""), str(exc.type or "")):
+            return context_too_long(msg, model=model, where=where, body=exc.body, **kw)
     if isinstance(exc, openai.APIResponseValidationError | openai.APIError):
         # An error event inside a stream, or a body the SDK could not read: the server's side.
         return ServerError(f"the server reported an error {where}: {exc}", **kw)

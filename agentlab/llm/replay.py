@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentlab.llm.errors import LLMError
-from agentlab.llm.types import ChatModel, ChatResult, TokenCallback, ToolCall, Usage
+from agentlab.llm.types import (
+    ChatModel,
+    ChatResult,
+    ContextWindow,
+    TokenCallback,
+    ToolCall,
+    Usage,
+)
 
 HASHED_FIELDS = ("messages", "tools", "tool_choice", "response_format", "stop")
 WINDOW = 8  # how many pending recorded calls a request may match (out-of-order parallel calls)
@@ -198,11 +205,13 @@ class ReplayModel:
     def __init__(self, recorded: Recording | Sequence[RecordedCall | tuple[int, dict, dict]],
                  live: ChatModel | None = None, *, fork_at: int | None = None,
                  edited_reply: Mapping[str, Any] | None = None,
-                 profile_name: str | None = None) -> None:
+                 profile_name: str | None = None, window: ContextWindow | None = None) -> None:
         self.recording = recorded if isinstance(recorded, Recording) else Recording(
             recorded, fork_at=fork_at, edited_reply=edited_reply)
         self.live = live
         self.profile_name = profile_name or (live.profile_name if live else "replay")
+        # The role's window, so a replayed prompt is fitted as the recorded one was.
+        self.window = window or getattr(live, "window", None)
 
     async def chat(self, messages: list[dict[str, Any]], *, tools: list | None = None,
                    tool_choice: Any = None, response_format: dict | None = None,
@@ -233,5 +242,6 @@ def replay_models(models: Mapping[str, ChatModel], recording: Recording, *,
                   live: bool = True) -> dict[str, ReplayModel]:
     """Each role's model wrapped over one shared recording (live = the role's own model)."""
     return {role: ReplayModel(recording, model if live else None,
-                              profile_name=model.profile_name)
+                              profile_name=model.profile_name,
+                              window=getattr(model, "window", None))
             for role, model in models.items()}

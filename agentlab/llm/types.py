@@ -21,6 +21,15 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
+@dataclass(frozen=True)
+class ContextWindow:
+    """What a model reads at most (prompt and reply) and the reply length its profile asks for;
+    the runtime fits each prompt to it (agentlab/runtime/window.py)."""
+
+    tokens: int = DEFAULT_CONTEXT_TOKENS
+    max_tokens: int | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class ProfileConfig:
     """A frozen copy of a ModelProfile row (no key: only the name of its variable)."""
@@ -41,6 +50,10 @@ class ProfileConfig:
     # Send `tool` messages as user messages ("Result of get_weather: ..."): llama.cpp's
     # chatml-function-calling template silently drops them. None = only for the embedded model.
     tool_results_as_user: bool | None = None
+
+    @property
+    def window(self) -> ContextWindow:
+        return ContextWindow(self.context_tokens or DEFAULT_CONTEXT_TOKENS, self.max_tokens)
 
     def cost(self, usage: Usage) -> float:
         return (usage.prompt_tokens * self.price_in_per_m
@@ -81,7 +94,8 @@ class ChatResult:
 
 
 class ChatModel(Protocol):
-    """What a paradigm calls: one chat completion (streamed to `on_token` when given)."""
+    """What a paradigm calls: one chat completion (streamed to `on_token` when given). A model
+    may also say its `window` (a ContextWindow); the runtime fits prompts only to a known one."""
 
     profile_name: str
 

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentlab.llm.errors import LLMError
-from agentlab.runtime import slots
+from agentlab.llm.errors import ContextTooLong, LLMError
+from agentlab.runtime import slots, window
 from agentlab.runtime.limits import (
     BudgetExceeded,
     Limits,
@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from agentlab.llm.types import ChatModel, ChatResult
     from agentlab.tools.executor import ToolExecutor
 
+SERVER_COUNT_MARGIN = 1.05  # refitting to a server's own count, keep 5 % spare
+# No tokenizer makes more than a token a byte, ~3.5 times our estimate of lowercase text: a
+# server that claims more is not believed further.
+MAX_SERVER_RATIO = 4.0
 CheckpointHook = Callable[[Step], Awaitable[dict[str, Any] | None]]
 LoopHook = Callable[[str, Any, int | None], Awaitable[str]]  # (tool, args, parent) -> nudge
 
@@ -86,6 +90,9 @@ class RunContext(ScopedContext):
         self.timeout: asyncio.Timeout | None = None  # the total timeout, set by execute()
         self._open: dict[int, Step] = {}  # emitted steps still `running`, by seq
         self._calls: list[str] = []  # "name args" of each tool call, for loop detection
+        # profile -> (the server's context window, its tokens per estimated token), learnt from
+        # a server that said "too long" after all
+        self._server_windows: dict[str, tuple[int | None, float]] = {}
         self._task: asyncio.Task[Any] | None = None  # the paradigm's task, set by execute()
         self._started = time.monotonic()
 
@@ -165,7 +172,8 @@ class RunContext(ScopedContext):
                   tool_choice: Any = None, response_format: dict | None = None,
                   stop: list[str] | None = None, temperature: float | None = None,
                   max_tokens: int | None = None, parent: int | None = None) -> ChatResult:
-        """One recorded model call: budgets first, then an `llm` step with request and reply."""
+        """One recorded model call: budgets first, the prompt fitted to the model's context
+        window, then an `llm` step with the request as sent and the reply."""
         self.raise_if_cancelled()
         self._check_llm_budget()
         role = self._scoped_role(role)
@@ -174,12 +182,15 @@ class RunContext(ScopedContext):
         request = {"messages": list(messages), "tools": tools, "tool_choice": tool_choice,
                    "response_format": response_format, "stop": stop,
                    "temperature": temperature, "max_tokens": max_tokens}
+        try:
+            trimmed = self._fit(model, request, messages)
+        except window.PromptTooLong as exc:
+            await self._refused_llm(model, request, exc, role=role, parent=parent)
+            raise
         step = await self.emit(Step(kind="llm", role=role, name=model.profile_name,
-                                    parent=parent, input=request, status="running"))
+                                    parent=parent, input=request, status="running",
+                                    meta={"trimmed": trimmed} if trimmed else {}))
         edited = await self.checkpoint(step)
-        if edited:
-            request.update({k: v for k, v in edited.items() if k in request})
-            step.meta["edited"] = True
         self.totals.llm_calls += 1
         seq, started = step.seq, time.perf_counter()
 
@@ -187,12 +198,13 @@ class RunContext(ScopedContext):
             await self.sink.token(seq, delta)
 
         try:
-            async with slots.waiting():
-                result = await model.chat(
-                    request["messages"], tools=request["tools"],
-                    tool_choice=request["tool_choice"], response_format=request["response_format"],
-                    stop=request["stop"], temperature=request["temperature"],
-                    max_tokens=request["max_tokens"], on_token=on_token)
+            if edited:
+                request.update({k: v for k, v in edited.items() if k in request})
+                step.meta["edited"] = True
+                # An edit may not fit: fit what the person wrote.
+                self._record_fit(step, self._fit(model, request, request["messages"]))
+            result = await self._chat(model, request, on_token, step,
+                                      request["messages"] if edited else messages)
         except LLMError as exc:
             self.totals.model_ms += (time.perf_counter() - started) * 1000
             await self.finish(step, status="error", started=started,
@@ -214,6 +226,89 @@ class RunContext(ScopedContext):
                           tokens_in=tokens_in, tokens_out=tokens_out,
                           cost_usd=result.cost_usd or 0.0, started=started)
         return result
+
+    async def _chat(self, model: ChatModel, request: dict[str, Any],
+                    on_token: Callable[[str], Awaitable[None]], step: Step,
+                    messages: list[dict[str, Any]]) -> ChatResult:
+        """The call; when the server counts the prompt over its window after all (its tokenizer
+        is not our estimate), fit once more to its count and ask again."""
+        for attempt in range(2):
+            try:
+                async with slots.waiting():
+                    return await model.chat(
+                        request["messages"], tools=request["tools"],
+                        tool_choice=request["tool_choice"],
+                        response_format=request["response_format"], stop=request["stop"],
+                        temperature=request["temperature"], max_tokens=request["max_tokens"],
+                        on_token=on_token)
+            except ContextTooLong as exc:
+                if attempt or not self._learn_window(model, request, exc):
+                    raise
+                try:
+                    self._record_fit(step, self._fit(model, request, messages), server=exc)
+                except window.PromptTooLong:
+                    raise exc from None  # the server's own words and counts say it best
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _fit(self, model: ChatModel, request: dict[str, Any],
+             messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """Set request["messages"] to `messages` fitted to the model's window
+        (runtime/window.py); returns what was cut, for the step's meta.trimmed, or None when
+        nothing was. A model that states no window is sent everything."""
+        known = getattr(model, "window", None)
+        if known is None:
+            return None
+        limit, ratio = self._server_windows.get(model.profile_name, (None, 1.0))
+        budget = window.Budget.of(min(known.tokens, limit or known.tokens),
+                                  request["max_tokens"] or known.max_tokens)
+        fitted = window.fit(messages, budget, history=self.history,
+                            fixed=window.fixed_tokens(request["tools"],
+                                                      request["response_format"]),
+                            ratio=ratio, model=model.profile_name)
+        request["messages"] = fitted.messages
+        return fitted.meta() if fitted.trimmed else None
+
+    def _learn_window(self, model: ChatModel, request: dict[str, Any],
+                      exc: ContextTooLong) -> bool:
+        """Take the server's counts for this model (for the rest of the run); False when they
+        would not make the prompt any shorter."""
+        if getattr(model, "window", None) is None:
+            return False
+        old_limit, old_ratio = self._server_windows.get(model.profile_name, (None, 1.0))
+        ratio = old_ratio
+        if exc.prompt_tokens:
+            ours = sum(map(window.message_tokens, request["messages"])) + window.fixed_tokens(
+                request["tools"], request["response_format"])
+            ratio = max(old_ratio, min(exc.prompt_tokens / max(ours, 1) * SERVER_COUNT_MARGIN,
+                                       MAX_SERVER_RATIO))
+        limit = min(filter(None, (old_limit, exc.limit_tokens)), default=None)
+        if ratio <= old_ratio and limit == old_limit:
+            return False
+        self._server_windows[model.profile_name] = (limit, ratio)
+        return True
+
+    @staticmethod
+    def _record_fit(step: Step, trimmed: dict[str, Any] | None,
+                    server: ContextTooLong | None = None) -> None:
+        # The step's input is the request dict itself, so it already holds the new messages.
+        if server is not None:
+            trimmed = {**(trimmed or {}), "server_prompt_tokens": server.prompt_tokens,
+                       "server_context_tokens": server.limit_tokens}
+        if trimmed:
+            step.meta["trimmed"] = trimmed
+        else:
+            step.meta.pop("trimmed", None)
+
+    async def _refused_llm(self, model: ChatModel, request: dict[str, Any],
+                           exc: window.PromptTooLong, *, role: str, parent: int | None) -> None:
+        """A prompt that cannot fit is not sent; the step says so, with the sizes."""
+        budget = exc.budget
+        await self.emit(Step(
+            kind="llm", role=role, name=model.profile_name, parent=parent, input=request,
+            output={"error": str(exc), "kind": exc.kind}, text=str(exc), status="error",
+            duration_ms=0.0, meta={"refused": {
+                "estimated_tokens": exc.estimated, "budget": budget.prompt,
+                "context_tokens": budget.context_tokens, "reserve": budget.reserve}}))
 
     # ------------------------------------------------------------------ tools
 
