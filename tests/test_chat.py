@@ -113,9 +113,12 @@ async def test_chat_socket_refuses_others_and_bad_messages(conversation, user, o
 def test_history_skips_turns_without_an_answer(conversation, user, agent):  # noqa: F811
     from agentlab.runs.snapshot import create_run
 
-    for position, (question, answer) in enumerate([("a?", "A."), ("b?", ""), ("c?", "C.")], 1):
+    turns = [("a?", "A.", "succeeded"), ("b?", "", "succeeded"),
+             ("too long?", "I stopped before finding an answer (…)", "failed"),
+             ("c?", "C.", "succeeded")]
+    for position, (question, answer, status) in enumerate(turns, 1):
         run = create_run(agent, user, question)
-        Run.objects.filter(pk=run.pk).update(final_answer=answer, status="succeeded")
+        Run.objects.filter(pk=run.pk).update(final_answer=answer, status=status)
         ChatTurn.objects.create(conversation=conversation, run=run, position=position)
     assert [m["content"] for m in history_of(conversation)] == ["a?", "A.", "c?", "C."]
 

@@ -20,11 +20,12 @@ TITLE_CHARS = 80
 
 
 def history_of(conversation: Conversation) -> list[dict[str, str]]:
-    """Earlier turns as chat messages; a turn without an answer adds nothing (the model would
-    see a question nobody answered)."""
+    """Earlier turns as chat messages. Only answered turns count: a failed run's text is the
+    runtime's "I stopped before…", and its question (maybe one the model could not read at all)
+    must not be sent again with every later message."""
     messages: list[dict[str, str]] = []
     for turn in conversation.turns.select_related("run"):
-        if turn.run.final_answer:
+        if turn.run.status == "succeeded" and turn.run.final_answer:
             messages += [{"role": "user", "content": turn.run.input},
                          {"role": "assistant", "content": turn.run.final_answer}]
     return messages
