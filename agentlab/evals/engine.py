@@ -300,7 +300,8 @@ async def _score(case: Case, answer: str, judge: OpenAIChatModel | None) -> dict
             score = await scorers.judge(judge, question=case.question, expected=case.expected,
                                         rubric=case.rubric, answer=answer)
         else:
-            score = scorers.score_answer(case.scorer, answer, case.expected, case.tolerance)
+            score = await scorers.ascore_answer(case.scorer, answer, case.expected,
+                                                case.tolerance)
     except scorers.JudgeReplyError as exc:
         return {"status": "error", "error": str(exc), "scorer_detail": exc.detail}
     except scorers.ScorerError as exc:
