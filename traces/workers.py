@@ -29,6 +29,7 @@ from pathlib import Path
 _ID = re.compile(r"^(?P<host>[^:/@]*):(?P<pid>\d+)"
                  r"(?:/(?P<start>\d+)@(?P<boot>[0-9a-f]+)\.(?P<place>[0-9a-f]+))?$")
 _PROC = Path("/proc")
+HOST_CHARS = 100  # of the host name kept in an id (Run.worker is a CharField of 200)
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ def worker_id() -> str:
 def _mine() -> tuple[Identity, str]:
     pid = os.getpid()  # a forked child is another process: it gets its own
     if (mine := _MINE.get(pid)) is None:
-        me = Identity(socket.gethostname(), pid, process_start(pid) or 0, _boot(), _place())
+        me = Identity(socket.gethostname()[:HOST_CHARS], pid, process_start(pid) or 0,
+                      _boot(), _place())
         mine = _MINE[pid] = (me, str(me))
     return mine
 

@@ -39,8 +39,8 @@ from agentlab.paradigms._reflexion_parts import (
     read_score,
 )
 from agentlab.paradigms.prompt_files import fill, load_prompt
-from agentlab.paradigms.user_regex import MAX_PATTERN_CHARS, UnsafePattern
 from agentlab.paradigms.registry import Paradigm, register_paradigm
+from agentlab.paradigms.user_regex import MAX_PATTERN_CHARS, UnsafePattern
 from agentlab.runtime.limits import IterationLimit, LoopDetected
 from traces.schema import Step
 
