@@ -30,7 +30,7 @@ _INT_MAX = 2**31 - 1  # PositiveIntegerField's range on every database
 # Limits on what a bundle may hold (each refusal names the field). The web upload is capped at
 # traces.views.runs.MAX_IMPORT_BYTES before any of this; `manage.py import_run` reads files of
 # any size, so these hold there too.
-MAX_DEPTH = 64  # nesting of objects and arrays, the envelope included
+MAX_DEPTH = 100  # nesting of objects and arrays, the envelope included
 MAX_STEPS = 100_000
 MAX_HISTORY = 1_000  # chat turns
 MAX_TEXT = 1_000_000  # characters of run.input, final_answer, error
@@ -227,7 +227,8 @@ def check_values(data: Any) -> None:
     infinity), integers within 64 bits. The first problem is a BundleError naming its place."""
     if (found := _bad_value(data, 1)) is not None:
         path, message = found
-        raise BundleError(message, _where(reversed(path)))
+        where = _where(list(reversed(path))[:12])
+        raise BundleError(message, where + ("…" if len(path) > 12 else ""))
 
 
 def _bad_value(value: Any, depth: int) -> tuple[list[Any], str] | None:

@@ -7,8 +7,9 @@ seconds, past other runs' busy timeout ("database is locked" for everyone). So:
    usable password: nobody logs in as it), as `interrupted` with a note in `input` and `error`,
    and this process's worker id: no user sees a half-imported run among their runs, and
    nothing ever executes it;
-2. the steps go in chunks of STEP_CHUNK, each its own short transaction, and after each the
-   import pauses about as long as the chunk held the lock, so other writers get in between;
+2. the steps go in chunks of STEP_CHUNK, each its own short transaction (its statement built
+   and its values serialised before, outside it: traces.upsert), and after each the import
+   pauses about as long as the chunk held the lock, so other writers get in between;
 3. one last short transaction hands the run to its owner with its recorded input, status and
    error. Only then does it exist for anyone but staff (who see all runs, and see this one as
    the staging account's "import in progress").
@@ -28,6 +29,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from traces import upsert
 from traces.models import Run, Step
 from traces.schema import Step as StepRecord
 from traces.workers import left_by_dead_process, worker_id
@@ -35,7 +37,7 @@ from traces.workers import left_by_dead_process, worker_id
 log = logging.getLogger(__name__)
 
 STAGING_USERNAME = "agentlab-import"
-STEP_CHUNK = 500  # steps per transaction (~10–40 ms of lock on SQLite)
+STEP_CHUNK = 500  # steps per transaction
 MAX_PAUSE_S = 0.1  # the pause after a chunk: as long as it took, at most this
 DELETE_CHUNK = 2_000
 IMPORTING = "Import in progress: this run is being written and belongs to nobody yet."
@@ -51,9 +53,10 @@ def write_run(fields: dict[str, Any], steps: list[StepRecord], *, user: Any) -> 
                                  input=IMPORTING, error=IMPORTING, worker=worker_id())
     try:
         for chunk in batched(steps, STEP_CHUNK):
+            prepared = upsert.statements((row.pk, s) for s in chunk)  # CPU, before the lock
             started = time.monotonic()
             with transaction.atomic():
-                Step.objects.bulk_create([Step.from_record(row.pk, s) for s in chunk])
+                upsert.execute(prepared)
             time.sleep(min(time.monotonic() - started, MAX_PAUSE_S))
         with transaction.atomic():
             handed = Run.objects.filter(pk=row.pk, user=row.user_id).update(**final)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib import messages
 from django.core.files.uploadhandler import MemoryFileUploadHandler, StopUpload
 from django.core.paginator import Paginator
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
@@ -14,6 +17,7 @@ from traces.bundle import BundleError, import_bundle
 from traces.models import Run
 from traces.views import filters
 
+log = logging.getLogger(__name__)
 PAGE_SIZE = 50
 # Only what the table shows: a run's snapshot, history and error stay in the database.
 LIST_FIELDS = ("pk", "input", "final_answer", "agent_name", "paradigm", "status", "step_count",
@@ -93,6 +97,11 @@ def _import_upload(request: HttpRequest, capped: CappedUploadHandler) -> HttpRes
         run = import_bundle(upload.read(), user=request.user)
     except BundleError as exc:
         messages.error(request, f"Import: {upload.name} was refused: {exc}")
+        return redirect("runs")
+    except DatabaseError as exc:  # valid, but the database refused it: nothing was kept
+        log.exception("import of %s failed", upload.name)
+        messages.error(request, f"Import: {upload.name} could not be stored ({exc}); nothing "
+                                "of it was kept. Try again.")
         return redirect("runs")
     messages.success(request, f"Imported {upload.name} as run {run.pk}.")
     return redirect("run", pk=run.pk)
