@@ -60,6 +60,7 @@ class Ticker:
     async def __aenter__(self) -> Ticker:
         self.gap, self._stop = 0.0, asyncio.Event()
         self._task = asyncio.ensure_future(self._tick())
+        await asyncio.sleep(0)  # the ticker has started: a block from here on is measured
         return self
 
     async def _tick(self) -> None:
