@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
@@ -14,6 +13,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from traces import bundle_store
+from traces.bundle_values import EARLIEST, LATEST, MAX_DEPTH, bad_value, parse_when, too_deep_at
+from traces.bundle_values import where as _where
 from traces.models import Run
 from traces.redact import redact_urls
 from traces.schema import ACTIVE_STATUSES, RUN_STATUSES, STEP_KINDS, STEP_STATUSES
@@ -30,14 +31,11 @@ _INT_MAX = 2**31 - 1  # PositiveIntegerField's range on every database
 # Limits on what a bundle may hold (each refusal names the field). The web upload is capped at
 # traces.views.runs.MAX_IMPORT_BYTES before any of this; `manage.py import_run` reads files of
 # any size, so these hold there too.
-MAX_DEPTH = 100  # nesting of objects and arrays, the envelope included
 MAX_STEPS = 100_000
 MAX_HISTORY = 1_000  # chat turns
 MAX_TEXT = 1_000_000  # characters of run.input, final_answer, error
 MAX_STEP_TEXT = 5_000_000  # characters of a step's text
-MAX_JSON_INT = 2**63 - 1  # beyond int64 a number is not stored faithfully everywhere
-# Dates: epoch seconds (steps) and ISO 8601 (the run) between these, inclusive.
-EARLIEST, LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC)
+# Depth, finite numbers, 64-bit integers and date ranges: traces.bundle_values.
 _COUNT = {"type": "integer", "minimum": 0, "maximum": _INT_MAX}
 _AMOUNT = {"type": "number", "minimum": 0}  # costs: never negative
 _DURATION = {"type": ["number", "null"], "minimum": 0}
@@ -191,7 +189,7 @@ def parse_json(text: str | bytes) -> Any:
         raise BundleError(f"not UTF-8 text: {exc.reason}", f"byte {exc.start}") from None
     except RecursionError:  # Python's parser gives up near 1,000 levels; say where it was
         raise BundleError(f"nested more than {MAX_DEPTH} levels deep",
-                          _too_deep_at(text)) from None
+                          too_deep_at(text)) from None
     except ValueError as exc:  # e.g. an integer of more than 4,300 digits
         raise BundleError(f"not a usable JSON value: {exc}") from None
 
@@ -200,66 +198,13 @@ def _refuse_constant(name: str) -> Any:
     raise BundleError(f"{name} is not a JSON number")
 
 
-def _too_deep_at(text: str | bytes) -> str:
-    """"line L, column C" where the nesting first passes MAX_DEPTH (strings skipped)."""
-    if isinstance(text, bytes | bytearray):
-        text = bytes(text).decode("utf-8", "replace")
-    depth, in_string, escaped, line, column = 0, False, False, 1, 0
-    for char in text:
-        column += 1
-        if char == "\n":
-            line, column = line + 1, 0
-        elif in_string:
-            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > MAX_DEPTH:
-                return f"line {line}, column {column}"
-        elif char in "]}":
-            depth -= 1
-    return ""
-
-
-def check_values(data: Any) -> None:
-    """Every value is storable: nesting at most MAX_DEPTH, numbers finite (`1e400` parses as
-    infinity), integers within 64 bits. The first problem is a BundleError naming its place."""
-    if (found := _bad_value(data, 1)) is not None:
-        path, message = found
-        where = _where(list(reversed(path))[:12])
-        raise BundleError(message, where + ("…" if len(path) > 12 else ""))
-
-
-def _bad_value(value: Any, depth: int) -> tuple[list[Any], str] | None:
-    # Recursion is bounded by MAX_DEPTH; the path is built on the way back, only on failure.
-    kind = type(value)
-    if kind is float:
-        return None if math.isfinite(value) else ([], f"{value} is not a finite number")
-    if kind is int:
-        return None if abs(value) <= MAX_JSON_INT else (
-            [], "an integer beyond 64 bits is not kept faithfully")
-    if kind is dict:
-        items: Any = value.items()
-    elif kind is list:
-        items = enumerate(value)
-    else:
-        return None
-    if depth > MAX_DEPTH:
-        return [], f"nested more than {MAX_DEPTH} levels deep"
-    for key, item in items:
-        if type(item) in (dict, list, float, int) and (
-                found := _bad_value(item, depth + 1)) is not None:
-            found[0].append(key)
-            return found
-    return None
-
 
 def load_bundle(data: Any) -> BundleData:
     """Check everything about a parsed bundle; the first problem is raised as a BundleError."""
     if not isinstance(data, dict):
         raise BundleError(f"a bundle must be a JSON object, got {_json_type(data)}")
-    check_values(data)
+    if (found := bad_value(data)) is not None:
+        raise BundleError(found[1], found[0])
     if data.get("format") != BUNDLE_FORMAT:
         raise BundleError(f"expected {BUNDLE_FORMAT!r}, got {data.get('format')!r}", "format")
     version = data.get("version")
@@ -362,33 +307,10 @@ def _describe(error: ValidationError, prefix: list[Any] | None = None) -> Bundle
     return BundleError(error.message, where)
 
 
-def _where(path: Any) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out
-
-
 def _json_type(value: Any) -> str:
     names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
              float: "number", type(None): "null"}
     return names.get(type(value), type(value).__name__)
-
-
-def _parse_when(text: Any, where: str) -> datetime:
-    if not isinstance(text, str):
-        raise BundleError(f"expected an ISO 8601 string, got {_json_type(text)}", where)
-    try:
-        when = datetime.fromisoformat(text)
-        when = (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
-    except ValueError:
-        raise BundleError(f"{text[:100]!r} is not an ISO 8601 date-time", where) from None
-    except OverflowError:  # e.g. 0001-01-01T00:00+05:00: before year 1 in UTC
-        when = EARLIEST.replace(year=1)
-    if not EARLIEST <= when <= LATEST:
-        raise BundleError(f"{text!r} is not a date between {EARLIEST:%Y-%m-%d} and "
-                          f"{LATEST:%Y-%m-%d}", where)
-    return when
 
 
 # ---------------------------------------------------------------------------- import
@@ -420,3 +342,10 @@ def import_bundle(data: Any, *, user: Any) -> Run:
         **{k: totals[k] for k in TOTAL_FIELDS if k in totals},
     )
     return bundle_store.write_run(fields, bundle.steps, user=user)
+
+
+def _parse_when(text: Any, where: str) -> datetime:
+    try:
+        return parse_when(text)
+    except ValueError as exc:
+        raise BundleError(str(exc), where) from None
