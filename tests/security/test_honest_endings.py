@@ -273,43 +273,47 @@ def _env() -> dict[str, str]:
             "DJANGO_SETTINGS_MODULE": "agentlab.settings", "ALLOWED_HOSTS": "127.0.0.1"}
 
 
-def test_a_starting_web_process_closes_what_stopped_processes_left(leftovers, tmp_path):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    log = tmp_path / "daphne.log"
-    with log.open("w") as out:
-        daphne = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-             "agentlab.asgi:application"], cwd=ROOT, env=_env(), stdout=out,
-            stderr=subprocess.STDOUT)
-    try:
-        wait_for(lambda: _get(f"http://127.0.0.1:{port}/healthz"), lambda status: status == 200)
-        assert_swept(leftovers)  # the first request it served swept first
-        assert "left by stopped processes" in log.read_text()
-    finally:
-        daphne.terminate()
-        daphne.wait(timeout=10)
+class TestStartingProcesses:
+    """Real processes that start close what stopped ones left (traces.startup)."""
+
+    def test_a_starting_web_process_closes_what_stopped_processes_left(self, leftovers, tmp_path):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        log = tmp_path / "daphne.log"
+        with log.open("w") as out:
+            daphne = subprocess.Popen(
+                [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                 "agentlab.asgi:application"], cwd=ROOT, env=_env(), stdout=out,
+                stderr=subprocess.STDOUT)
+        try:
+            up = wait_for(lambda: _get(f"http://127.0.0.1:{port}/healthz"), lambda st: st == 200)
+            assert up == 200, log.read_text()
+            assert_swept(leftovers)  # the first request it served swept first
+            assert "left by stopped processes" in log.read_text()
+        finally:
+            daphne.terminate()
+            daphne.wait(timeout=10)
 
 
-def test_a_worker_process_closes_them_before_its_first_run(leftovers, staff):
-    mine = Run.objects.create(user=staff, input="q", agent_name="t", paradigm="react")
-    script = ("import asyncio, django; django.setup()\n"
-              "from traces.recorder import Recorder\n"
-              f"asyncio.run(Recorder({mine.pk}, publish=False).status('running', {{}}))\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(),
-                          capture_output=True, text=True, timeout=DEADLINE_S)
-    assert done.returncode == 0, done.stderr
-    assert_swept(leftovers)
-    mine.refresh_from_db()
-    assert mine.status == "running" and mine.worker != worker_id()  # the worker's own id
+    def test_a_worker_process_closes_them_before_its_first_run(self, leftovers, staff):
+        mine = Run.objects.create(user=staff, input="q", agent_name="t", paradigm="react")
+        script = ("import asyncio, django; django.setup()\n"
+                  "from traces.recorder import Recorder\n"
+                  f"asyncio.run(Recorder({mine.pk}, publish=False).status('running', {{}}))\n")
+        done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(),
+                              capture_output=True, text=True, timeout=DEADLINE_S)
+        assert done.returncode == 0, done.stderr
+        assert_swept(leftovers)
+        mine.refresh_from_db()
+        assert mine.status == "running" and mine.worker != worker_id()  # the worker's own id
 
 
-def test_the_sweep_counts_what_it_closed_and_a_second_one_closes_nothing(leftovers):
-    counts = startup.sweep()
-    assert counts == {"runs": 4, "imports": 1, "experiments": 1}
-    assert_swept(leftovers)
-    assert startup.sweep() == {"runs": 0, "imports": 0, "experiments": 0}  # idempotent
+    def test_the_sweep_counts_what_it_closed_and_a_second_one_closes_nothing(self, leftovers):
+        counts = startup.sweep()
+        assert counts == {"runs": 4, "imports": 1, "experiments": 1}
+        assert_swept(leftovers)
+        assert startup.sweep() == {"runs": 0, "imports": 0, "experiments": 0}  # idempotent
 
 
 def _get(url: str) -> int | None:
