@@ -12,6 +12,10 @@ class AgentLabConfig(AppConfig):
         from agentlab import checks  # noqa: F401  (registers the system checks)
 
         post_migrate.connect(sync_tool_rows, sender=self, dispatch_uid="agentlab-sync-tools")
+        from traces import startup
+
+        # Experiments left running by a stopped process close with its runs (traces.startup).
+        startup.register_sweeper("experiments", mark_experiments_interrupted)
 
 
 def sync_tool_rows(**kwargs: object) -> None:
@@ -19,3 +23,9 @@ def sync_tool_rows(**kwargs: object) -> None:
     from agentlab.tool_rows import sync_tools
 
     sync_tools()
+
+
+def mark_experiments_interrupted() -> int:
+    from agentlab.evals.engine import mark_interrupted
+
+    return mark_interrupted()

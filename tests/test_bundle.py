@@ -10,6 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from traces import upsert
 from traces.bundle import (
     BUNDLE_FORMAT,
     BUNDLE_VERSION,
@@ -152,11 +153,11 @@ def test_duplicate_seqs_and_dangling_parents_are_refused(run):
 
 
 def test_nothing_is_half_imported_when_the_database_refuses(run, monkeypatch):
-    # Validation passed; a failure while inserting steps must roll the new Run back too.
+    # Validation passed; a failure while inserting steps must remove the new Run too.
     def fail(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(Step.objects, "bulk_create", fail)
+    monkeypatch.setattr(upsert, "execute", fail)
     with pytest.raises(RuntimeError):
         import_bundle(export_bundle(run), user=run.user)
     assert Run.objects.count() == 1 and Step.objects.count() == 4

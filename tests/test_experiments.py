@@ -7,7 +7,6 @@ summary tests write finished results and runs as rows with known figures, comput
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import subprocess
 import threading
@@ -23,6 +22,7 @@ from agentlab.evals.summary import agent_summary, change_counts, compare, matrix
 from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import Fail
 from traces.models import Run
+from traces.workers import worker_id
 
 with_db = pytest.mark.django_db(transaction=True)
 
@@ -291,8 +291,7 @@ def test_an_experiment_left_running_by_a_dead_process_is_marked_interrupted(prof
     Result.objects.filter(pk=first.pk).update(status="done", score=1.0, passed=True)
     Result.objects.filter(pk=second.pk).update(status="running")
     alive = engine.create_experiment(user, suite, agents)  # this process: still running
-    Experiment.objects.filter(pk=alive.pk).update(status="running",
-                                                  worker=f"{host}:{os.getpid()}")
+    Experiment.objects.filter(pk=alive.pk).update(status="running", worker=worker_id())
 
     assert engine.mark_interrupted() == 1
     left.refresh_from_db()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 
 import pytest
@@ -13,6 +14,7 @@ from traces import fanout
 from traces.models import Run, Step
 from traces.recorder import Recorder, mark_interrupted
 from traces.schema import Step as StepRecord
+from traces.workers import parse_worker, worker_id
 
 
 def make_run(user, **fields) -> Run:
@@ -106,8 +108,8 @@ async def test_status_updates_carry_answer_error_and_totals(user):
     recorder = Recorder(run.pk, publish=False)
     await recorder.status("running", {})
     await run.arefresh_from_db()
-    assert run.status == "running" and run.started_at and run.worker.endswith(":" + str(
-        __import__("os").getpid()))
+    assert run.status == "running" and run.started_at and run.worker == worker_id()
+    assert parse_worker(run.worker).pid == os.getpid()
     totals = {"llm_calls": 3, "tool_calls": 2, "tokens_in": 100, "tokens_out": 20,
               "cost_usd": 0.5, "wall_ms": 1234.0, "format_errors": 1, "reflections": 0}
     await recorder.status("succeeded", {"answer": "4", "error": None, "totals": totals})

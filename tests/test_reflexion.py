@@ -177,7 +177,7 @@ async def test_an_invalid_regex_fails_the_run_with_a_clear_error() -> None:
         **validate_params("reflexion", {}), "actor": "direct", "evaluator": "regex",
         "expected": "(5 cents"})
     outcome = await execute(Reflexion(), ctx, TASK)
-    assert outcome.status == "failed" and "not a valid regular expression" in outcome.error
+    assert outcome.status == "failed" and "invalid regular expression" in outcome.error
     assert not model.requests
 
 

@@ -1,8 +1,16 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.core.signals import request_started
 
 
 class TracesConfig(AppConfig):
     name = "traces"
     verbose_name = "Traces"
+
+    def ready(self) -> None:
+        from traces import startup
+
+        # A web process closes what stopped processes left, at its first request (not here:
+        # Django discourages queries while the apps load, and not every command serves).
+        request_started.connect(startup.on_request_started, dispatch_uid="traces-startup-sweep")

@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from traces.models import Run, Step
+from traces import bundle_store
+from traces.bundle_values import EARLIEST, LATEST, MAX_DEPTH, bad_value, parse_when, too_deep_at
+from traces.bundle_values import where as _where
+from traces.models import Run
+from traces.redact import redact_urls
 from traces.schema import ACTIVE_STATUSES, RUN_STATUSES, STEP_KINDS, STEP_STATUSES
 from traces.schema import Step as StepRecord
 
@@ -25,8 +28,19 @@ TOTAL_FIELDS = ("llm_calls", "tool_calls", "tokens_in", "tokens_out", "cost_usd"
 _SECRET_NAME = re.compile(r"(api_?key|secret|password|passwd|authorization|access_token)$", re.I)
 
 _INT_MAX = 2**31 - 1  # PositiveIntegerField's range on every database
+# Limits on what a bundle may hold (each refusal names the field). The web upload is capped at
+# traces.views.runs.MAX_IMPORT_BYTES before any of this; `manage.py import_run` reads files of
+# any size, so these hold there too.
+MAX_STEPS = 100_000
+MAX_HISTORY = 1_000  # chat turns
+MAX_TEXT = 1_000_000  # characters of run.input, final_answer, error
+MAX_STEP_TEXT = 5_000_000  # characters of a step's text
+# Depth, finite numbers, 64-bit integers and date ranges: traces.bundle_values.
 _COUNT = {"type": "integer", "minimum": 0, "maximum": _INT_MAX}
+_AMOUNT = {"type": "number", "minimum": 0}  # costs: never negative
+_DURATION = {"type": ["number", "null"], "minimum": 0}
 _WHEN = {"type": ["string", "null"]}
+_SOURCE = {"type": ["integer", "string", "null"], "maxLength": 100}
 _STEP_SCHEMA = {
     "type": "object",
     "required": ["seq", "kind", "started_at"],
@@ -37,12 +51,13 @@ _STEP_SCHEMA = {
         "name": {"type": "string", "maxLength": 200},
         "parent": {"type": ["integer", "null"]},
         "input": {}, "output": {},
-        "text": {"type": "string"},
+        "text": {"type": "string", "maxLength": MAX_STEP_TEXT},
         "status": {"enum": list(STEP_STATUSES)},
-        "started_at": {"type": "number"},
-        "duration_ms": {"type": ["number", "null"]},
+        "started_at": {"type": "number", "minimum": EARLIEST.timestamp(),
+                       "maximum": LATEST.timestamp()},
+        "duration_ms": _DURATION,
         "tokens_in": _COUNT, "tokens_out": _COUNT,
-        "cost_usd": {"type": "number"},
+        "cost_usd": _AMOUNT,
         "meta": {"type": ["object", "null"]},
     },
     "additionalProperties": False,
@@ -58,36 +73,37 @@ SCHEMA = {
             "type": "object",
             "required": ["agent_name", "paradigm", "agent_snapshot", "input", "status"],
             "properties": {
-                "source_id": {"type": ["integer", "string", "null"]},
-                "parent_source_id": {"type": ["integer", "string", "null"]},
-                "fork_seq": {"type": ["integer", "null"]},
+                "source_id": _SOURCE,
+                "parent_source_id": _SOURCE,
+                "fork_seq": {"type": ["integer", "null"], "minimum": 1, "maximum": _INT_MAX},
                 "agent_name": {"type": "string", "maxLength": 200},
                 "paradigm": {"type": "string", "maxLength": 50},
                 "agent_snapshot": {"type": "object"},
-                "input": {"type": "string"},
-                "history": {"type": "array"},
+                "input": {"type": "string", "maxLength": MAX_TEXT},
+                "history": {"type": "array", "maxItems": MAX_HISTORY},
                 "status": {"enum": list(RUN_STATUSES)},
-                "final_answer": {"type": "string"},
-                "error": {"type": "string"},
+                "final_answer": {"type": "string", "maxLength": MAX_TEXT},
+                "error": {"type": "string", "maxLength": MAX_TEXT},
                 "totals": {
                     "type": "object",
                     "properties": {
                         **dict.fromkeys(TOTAL_FIELDS, _COUNT),
-                        "cost_usd": {"type": "number"},
-                        "wall_ms": {"type": ["number", "null"]},
+                        "cost_usd": _AMOUNT,
+                        "wall_ms": _DURATION,
                     },
                 },
                 "created": _WHEN, "started_at": _WHEN, "finished_at": _WHEN,
             },
         },
-        "steps": {"type": "array", "items": _STEP_SCHEMA},
+        "steps": {"type": "array", "maxItems": MAX_STEPS, "items": _STEP_SCHEMA},
     },
 }
 # The envelope is checked whole; the steps (thousands) one by one, and only those that fail a
 # quick exact-or-stricter check of the same rules go through jsonschema (for its message):
 # jsonschema alone takes seconds on a 25,000-step bundle.
 _ENVELOPE = Draft202012Validator(
-    {**SCHEMA, "properties": {**SCHEMA["properties"], "steps": {"type": "array"}}})
+    {**SCHEMA, "properties": {**SCHEMA["properties"],
+                              "steps": {"type": "array", "maxItems": MAX_STEPS}}})
 _STEP_VALIDATOR = Draft202012Validator(_STEP_SCHEMA)
 _PY_TYPES: dict[str, type | tuple[type, ...]] = {
     "integer": int, "number": (int, float), "string": str, "object": dict, "array": list,
@@ -115,8 +131,11 @@ class BundleData:
 
 
 def export_bundle(run: Run) -> dict[str, Any]:
-    """The run and every step, as one JSON-ready document."""
-    steps = [row.to_record().to_dict() for row in run.steps.order_by("seq").iterator(2000)]
+    """The run and every step, as one JSON-ready document; no credentials in it: keys named
+    like secrets are dropped and URLs lose their user-info and key-like query parameters
+    (traces.redact), wherever they appear."""
+    steps = [redact_urls(row.to_record().to_dict())
+             for row in run.steps.order_by("seq").iterator(2000)]
     return {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
@@ -127,12 +146,12 @@ def export_bundle(run: Run) -> dict[str, Any]:
             "fork_seq": run.fork_seq,
             "agent_name": run.agent_name,
             "paradigm": run.paradigm,
-            "agent_snapshot": strip_secrets(run.agent_snapshot),
-            "input": run.input,
-            "history": run.history,
+            "agent_snapshot": redact_urls(strip_secrets(run.agent_snapshot)),
+            "input": redact_urls(run.input),
+            "history": redact_urls(run.history),
             "status": run.status,
-            "final_answer": run.final_answer,
-            "error": run.error,
+            "final_answer": redact_urls(run.final_answer),
+            "error": redact_urls(run.error),
             "totals": {k: getattr(run, k) for k in TOTAL_FIELDS},
             "created": _iso(run.created),
             "started_at": _iso(run.started_at),
@@ -168,16 +187,24 @@ def parse_json(text: str | bytes) -> Any:
                           f"line {exc.lineno}, column {exc.colno}") from None
     except UnicodeDecodeError as exc:
         raise BundleError(f"not UTF-8 text: {exc.reason}", f"byte {exc.start}") from None
+    except RecursionError:  # Python's parser gives up near 1,000 levels; say where it was
+        raise BundleError(f"nested more than {MAX_DEPTH} levels deep",
+                          too_deep_at(text)) from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise BundleError(f"not a usable JSON value: {exc}") from None
 
 
 def _refuse_constant(name: str) -> Any:
     raise BundleError(f"{name} is not a JSON number")
 
 
+
 def load_bundle(data: Any) -> BundleData:
     """Check everything about a parsed bundle; the first problem is raised as a BundleError."""
     if not isinstance(data, dict):
         raise BundleError(f"a bundle must be a JSON object, got {_json_type(data)}")
+    if (found := bad_value(data)) is not None:
+        raise BundleError(found[1], found[0])
     if data.get("format") != BUNDLE_FORMAT:
         raise BundleError(f"expected {BUNDLE_FORMAT!r}, got {data.get('format')!r}", "format")
     version = data.get("version")
@@ -196,6 +223,8 @@ def load_bundle(data: Any) -> BundleData:
     for key in ("created", "started_at", "finished_at"):
         if run.get(key) is not None:
             _parse_when(run[key], f"run.{key}")
+    if data.get("exported_at") is not None:
+        _parse_when(data["exported_at"], "exported_at")
     return BundleData(version=version, exported_at=data.get("exported_at"), run=run,
                       steps=_steps(data["steps"]))
 
@@ -259,17 +288,23 @@ def _describe(error: ValidationError, prefix: list[Any] | None = None) -> Bundle
     if error.validator == "enum":
         return BundleError(f"{error.instance!r} is not one of "
                            f"{', '.join(map(str, error.validator_value))}", where)
+    if error.validator in ("minimum", "maximum") and where.endswith("started_at"):
+        return BundleError(f"{error.instance!r} is not a date between {EARLIEST:%Y-%m-%d} and "
+                           f"{LATEST:%Y-%m-%d} (epoch seconds)", where)
+    if error.validator == "minimum":
+        return BundleError(f"{error.instance!r} is negative; it must be at least "
+                           f"{error.validator_value:g}" if error.instance < 0 else
+                           f"{error.instance!r} is less than {error.validator_value:g}", where)
+    if error.validator == "maxLength":
+        return BundleError(f"a text of {len(error.instance):,} characters; at most "
+                           f"{error.validator_value:,} are allowed", where)
+    if error.validator == "maxItems":
+        return BundleError(f"{len(error.instance):,} items; at most "
+                           f"{error.validator_value:,} are allowed", where)
     if error.validator == "additionalProperties":
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
         return BundleError(f"unknown field(s): {', '.join(extra)}", where)
     return BundleError(error.message, where)
-
-
-def _where(path: Any) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out
 
 
 def _json_type(value: Any) -> str:
@@ -278,24 +313,17 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _parse_when(text: str, where: str) -> datetime:
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise BundleError(f"{text!r} is not an ISO 8601 date-time", where) from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
-
-
 # ---------------------------------------------------------------------------- import
 
 
 def import_bundle(data: Any, *, user: Any) -> Run:
-    """Validate the whole bundle first, then create the run and its steps in one transaction."""
+    """Validate the whole bundle first, then write the run and its steps without holding the
+    database for long, all or nothing (traces.bundle_store)."""
     if isinstance(data, str | bytes | bytearray):
         data = parse_json(data)
     bundle = load_bundle(data)
     run, totals = bundle.run, bundle.run.get("totals", {})
-    snapshot = strip_secrets(run["agent_snapshot"])
+    snapshot = redact_urls(strip_secrets(run["agent_snapshot"]))
     snapshot["imported_from"] = {"source_id": run.get("source_id"),
                                  "parent_source_id": run.get("parent_source_id"),
                                  "fork_seq": run.get("fork_seq"),
@@ -307,14 +335,17 @@ def import_bundle(data: Any, *, user: Any) -> Run:
     if status in ACTIVE_STATUSES:  # nothing executes it here: it stopped where it was exported
         status = "interrupted"
         error = error or "Imported while it was still running; resume it as a fork."
-    with transaction.atomic():
-        row = Run.objects.create(
-            user=user, agent=None, agent_name=run["agent_name"], paradigm=run["paradigm"],
-            agent_snapshot=snapshot, input=run["input"], history=run.get("history", []),
-            status=status, final_answer=run.get("final_answer", ""), error=error,
-            step_count=len(bundle.steps), **when,
-            **{k: totals[k] for k in TOTAL_FIELDS if k in totals},
-        )
-        Step.objects.bulk_create((Step.from_record(row.pk, s) for s in bundle.steps),
-                                 batch_size=1000)
-    return row
+    fields = dict(
+        agent=None, agent_name=run["agent_name"], paradigm=run["paradigm"],
+        agent_snapshot=snapshot, input=run["input"], history=run.get("history", []),
+        status=status, final_answer=run.get("final_answer", ""), error=error, **when,
+        **{k: totals[k] for k in TOTAL_FIELDS if k in totals},
+    )
+    return bundle_store.write_run(fields, bundle.steps, user=user)
+
+
+def _parse_when(text: Any, where: str) -> datetime:
+    try:
+        return parse_when(text)
+    except ValueError as exc:
+        raise BundleError(str(exc), where) from None

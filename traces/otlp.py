@@ -2,8 +2,8 @@
 
 One trace per run: a root AGENT span, then one span per step (LLM, TOOL, else CHAIN) under its
 parent step's span. Ids are derived from the run id and the step seq, so exporting twice gives the
-same ids. Pure: reads the run by attribute and takes steps as schema Steps (or rows with
-`to_record()`).
+same ids. Credentials in URLs are removed (traces.redact), as in a bundle. Pure: reads the run
+by attribute and takes steps as schema Steps (or rows with `to_record()`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from traces.redact import redact_urls
 from traces.schema import Step
 
 SCOPE = {"name": "agentlab.traces", "version": "1"}
@@ -42,8 +43,10 @@ def export_otlp(run: Any, steps: Iterable[Any]) -> dict[str, Any]:
         parent = span_id(run.pk, step.parent) if step.parent in known else root_id
         spans.append(_step_span(step, tid, span_id(run.pk, step.seq), parent))
     resource = _attributes({"service.name": "agentlab", "agentlab.run.id": run.pk})
-    return {"resourceSpans": [{"resource": {"attributes": resource},
-                               "scopeSpans": [{"scope": SCOPE, "spans": spans}]}]}
+    # No credentials leave: URLs anywhere in it (an LLM error names its endpoint) lose their
+    # user-info and key-like query parameters (traces.redact).
+    return redact_urls({"resourceSpans": [{"resource": {"attributes": resource},
+                                           "scopeSpans": [{"scope": SCOPE, "spans": spans}]}]})
 
 
 def _root_span(run: Any, steps: list[Step], tid: str, sid: str) -> dict[str, Any]:

@@ -11,30 +11,42 @@ Publishing follows in the run's order (tokens after the step they belong to) and
 the loop turn the row is committed: this process's sockets are called directly
 (traces/fanout.py); the channel layer carries the events only to other processes. A status
 waits until everything before it is published, so a final status never overtakes a step.
+
+A run always ends with an honest status. The steps the runtime writes while a run ends (its
+`final` step, the `error` step with the run's status, steps closed as `unfinished`) are retried
+and, if still unwritten, logged instead of raised, so the run goes on to its status; a run
+that lost any row ends `failed` (never `succeeded`), saying how many and why. A finished
+status is written with retries (STATUS_RETRY_DELAYS_S, each failure logged); if it still
+cannot be, the run is marked `failed` on a fresh connection from another thread, and if even
+that fails the writer tries again after its next successful batch. A process that dies
+leaves its runs to the next process that starts (traces.startup).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
 from django.utils import timezone
 
-from traces import fanout
+from traces import fanout, startup
 from traces.models import Run
 from traces.schema import ACTIVE_STATUSES, FINISHED_STATUSES
 from traces.schema import Step as StepRecord
-from traces.workers import left_by_dead_process, worker_id
+from traces.startup import mark_interrupted  # noqa: F401  (its old home; serve and tests)
+from traces.workers import worker_id
 from traces.writer import WRITER
 
 log = logging.getLogger(__name__)
 
+STATUS_RETRY_DELAYS_S = (0.2, 1.0, 3.0)  # after the first try of a status write
+CLOSING_RETRY_DELAYS_S = (0.2, 1.0)  # after the first try of a closing step's row
 
 
 def _save_status(run_id: int, status: str, detail: dict[str, Any]) -> None:
@@ -54,6 +66,32 @@ def _save_status(run_id: int, status: str, detail: dict[str, Any]) -> None:
         if key in detail.get("totals", {}):
             fields[key] = detail["totals"][key]
     Run.objects.filter(pk=run_id).update(**fields)
+
+
+def _mark_failed(run_id: int, status: str, reason: str) -> int:
+    """The last resort when a run's final status cannot be written: the fewest columns, and
+    only if the run is still active."""
+    return Run.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES).update(
+        status="failed", finished_at=timezone.now(),
+        error=f"Its end ({status}) could not be recorded, so its answer and totals are not "
+              f"stored: {reason}")
+
+
+def _on_own_connection(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` in the calling (worker) thread, on a connection closed afterwards: not the
+    writer thread's, which may be the one that is broken."""
+    try:
+        return fn(*args)
+    finally:
+        connection.close()
+
+
+def _closing(record: dict[str, Any]) -> bool:
+    """A step the runtime writes while the run ends (agentlab.runtime.loop.execute and
+    RunContext.close_open_steps): the run must still reach its status after it."""
+    meta = record.get("meta") or {}
+    return (record["kind"] == "final" or "unfinished" in meta
+            or (record["kind"] == "error" and "status" in meta))
 
 
 @dataclass
@@ -138,6 +176,7 @@ class Recorder:
         self._versions: dict[int, int] = {}
         self._saved: set[int] = set()  # seqs with a row (touched by the writer thread only)
         self._unwritten: list[asyncio.Future[None]] = []  # finished rows not yet waited for
+        self._lost: list[str] = []  # rows that could not be written: why
 
     async def step(self, step: StepRecord) -> None:
         recorded_at = time.time()
@@ -145,11 +184,37 @@ class Recorder:
         # version: which emission of this seq (consumers render each version once per process);
         # recorded_at / sent_at (epoch s: handed over / row written) measure publish latency.
         version = self._versions[step.seq] = self._versions.get(step.seq, 0) + 1
-        if not self.publishing:
-            await WRITER.step(self, StepRecord(**record))
+        message = None
+        if self.publishing:
+            message = {"type": "run.step", "seq": step.seq, "step": record,
+                       "version": version, "recorded_at": recorded_at}
+        # The row, from the same copy; a row that cannot be written fails the run's step.
+        written_row = self._write(record, message)
+        if step.status == "running":  # its end follows: the run waits for that one
+            written_row.add_done_callback(_quiet)
             return
-        message = {"type": "run.step", "seq": step.seq, "step": record, "version": version,
-                   "recorded_at": recorded_at}
+        if _closing(record):
+            await self._write_closing(written_row, record, message)
+            return
+        if self.ahead is not None and self.ahead():
+            written_row.add_done_callback(_quiet)
+            self._unwritten = [f for f in self._unwritten if not _written_ok(f)]
+            self._unwritten.append(written_row)
+            if len(self._unwritten) >= MAX_AHEAD:
+                await self.durable()
+            return
+        try:
+            await written_row
+        except Exception as exc:
+            self._lost.append(f"step {step.seq} ({step.kind}): {exc}")
+            raise
+
+    def _write(self, record: dict[str, Any], message: dict[str, Any] | None
+               ) -> asyncio.Future[None]:
+        """Hand the row to the writer; `message` (if publishing) is published once it is
+        committed, in the run's order."""
+        if message is None:
+            return WRITER.step(self, StepRecord(**record))
         lane = _lane(self.run_id)
         entry = lane.push(message, ready=False)
 
@@ -161,19 +226,28 @@ class Recorder:
             entry.ready = True
             lane.flush()
 
-        # The row, from the same copy; a row that cannot be written fails the run's step.
-        written_row = WRITER.step(self, StepRecord(**record), then=written)
-        if step.status == "running":  # its end follows: the run waits for that one
-            written_row.add_done_callback(_quiet)
-            return
-        if self.ahead is not None and self.ahead():
-            written_row.add_done_callback(_quiet)
-            self._unwritten = [f for f in self._unwritten if not _written_ok(f)]
-            self._unwritten.append(written_row)
-            if len(self._unwritten) >= MAX_AHEAD:
-                await self.durable()
-            return
-        await written_row
+        return WRITER.step(self, StepRecord(**record), then=written)
+
+    async def _write_closing(self, first: asyncio.Future[None], record: dict[str, Any],
+                             message: dict[str, Any] | None) -> None:
+        """Wait for a closing step's row, retrying; never raises: the run must reach its
+        status, which then says that the trace is incomplete."""
+        attempt: asyncio.Future[None] = first
+        for delay in (*CLOSING_RETRY_DELAYS_S, None):
+            try:
+                await attempt
+                return
+            except Exception as exc:
+                error = exc
+            if delay is None:
+                break
+            log.warning("run %s: the row of its %s step %s failed (%s); retrying in %g s",
+                        self.run_id, record["kind"], record["seq"], error, delay)
+            await asyncio.sleep(delay)
+            attempt = self._write(record, dict(message) if message else None)
+        log.error("run %s: the row of its %s step %s could not be written: %s",
+                  self.run_id, record["kind"], record["seq"], error)
+        self._lost.append(f"step {record['seq']} ({record['kind']}): {error}")
 
     async def durable(self) -> None:
         """Wait for every finished step's row not waited for yet; raises the first that could
@@ -186,13 +260,53 @@ class Recorder:
         self.publish({"type": "run.token", "seq": seq, "delta": delta})
 
     async def status(self, status: str, detail: dict[str, Any]) -> None:
+        if not startup.swept():  # the first run of this process: close what dead ones left
+            await asyncio.to_thread(_on_own_connection, startup.sweep_once)
         try:
             await self.durable()
-        except Exception:  # the run is ending either way; its status must still be written
+        except Exception as exc:  # the run is ending either way; its status must still be written
             log.exception("run %s: a step's row could not be written", self.run_id)
+            self._lost.append(f"a step written ahead: {exc}")
         await self.flush()
-        await WRITER.call(_save_status, self.run_id, status, detail)
+        if self._lost and status in FINISHED_STATUSES:
+            status, detail = self._incomplete(status, detail)
+        await self._save(status, detail)
         self.publish({"type": "run.status", "status": status, "detail": detail})
+
+    def _incomplete(self, status: str, detail: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """A run whose trace lost rows never ends `succeeded`; its error says what is missing."""
+        note = (f"{len(self._lost)} row(s) of this run could not be recorded, so its trace is "
+                f"incomplete; the first: {self._lost[0]}")
+        error = f"{detail['error']} ({note})" if detail.get("error") else note
+        return ("failed" if status == "succeeded" else status), {**detail, "error": error}
+
+    async def _save(self, status: str, detail: dict[str, Any]) -> None:
+        """Write the status, retrying; a finished one that still cannot be written is marked
+        failed by whatever can still write. A non-final one that fails raises."""
+        error: Exception | None = None
+        for attempt, delay in enumerate((0.0, *STATUS_RETRY_DELAYS_S), start=1):
+            if delay:
+                await asyncio.sleep(delay)
+            try:
+                await WRITER.call(_save_status, self.run_id, status, detail)
+                return
+            except Exception as exc:
+                error = exc
+                log.warning("run %s: writing its status %r failed (try %d of %d): %s",
+                            self.run_id, status, attempt, 1 + len(STATUS_RETRY_DELAYS_S), exc)
+        assert error is not None
+        if status not in FINISHED_STATUSES:
+            raise error
+        log.error("run %s: its status %r could not be written; marking it failed instead",
+                  self.run_id, status)
+        reason = f"{type(error).__name__}: {error}"
+        try:
+            await asyncio.to_thread(_on_own_connection, _mark_failed, self.run_id, status,
+                                    reason)
+        except Exception:
+            log.exception("run %s: could not mark it failed either; the writer tries again "
+                          "after its next write", self.run_id)
+            WRITER.retry_later(_mark_failed, self.run_id, status, reason)
 
     def publish(self, message: dict[str, Any]) -> None:
         """Publish `message` after every step handed over before it (at once if none waits)."""
@@ -206,17 +320,3 @@ class Recorder:
 
     def saved(self) -> set[int]:  # for the writer (traces.writer.Owner)
         return self._saved
-
-
-def mark_interrupted(host: str | None = None) -> int:
-    """Runs left active by a dead process on this host become `interrupted`; returns the count."""
-    host = host or socket.gethostname()
-    dead = [run.pk for run in Run.objects.active().filter(worker__startswith=f"{host}:")
-            .only("pk", "worker") if left_by_dead_process(run.worker, host)]
-    # Queued runs with no worker at all were never picked up by anyone.
-    dead += list(Run.objects.filter(status="queued", worker="").values_list("pk", flat=True))
-    return Run.objects.filter(pk__in=dead, status__in=ACTIVE_STATUSES).update(
-        status="interrupted",
-        error="The process running this run stopped before it finished; resume it as a fork.",
-        finished_at=timezone.now(),
-    )

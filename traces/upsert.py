@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from functools import cache
+from typing import Any
 
 from django.db import connection
 from django.db.models import Case, F, Value, When
@@ -41,20 +42,40 @@ def _insert_head(vendor: str) -> tuple[str, str, str]:
 
 def upsert_steps(rows: Iterable[tuple[int, StepRecord]]) -> None:
     """Insert or replace each (run id, step) row, keyed by run and seq."""
+    execute(statements(rows))
+
+
+Statement = tuple[str, list[Any]] | list[Step]
+
+
+def statements(rows: Iterable[tuple[int, StepRecord]]) -> list[Statement]:
+    """The statements that upsert the rows, their values already prepared: the CPU work,
+    which needs no transaction (the bundle importer does it before taking the write lock)."""
     objects = [Step.from_record(run_id, record) for run_id, record in rows]
     if not objects:
-        return
+        return []
     if not native():
-        Step.objects.bulk_create(objects, update_conflicts=True, unique_fields=["run", "seq"],
-                                 update_fields=UPDATE_FIELDS)
-        return
+        return [objects]
     head, row, tail = _insert_head(connection.vendor)
+    out: list[Statement] = []
+    for start in range(0, len(objects), ROWS_PER_STATEMENT):
+        chunk = objects[start:start + ROWS_PER_STATEMENT]
+        params = [f.get_db_prep_save(getattr(obj, f.attname), connection)
+                  for obj in chunk for f in FIELDS]
+        out.append((head + ", ".join([row] * len(chunk)) + tail, params))
+    return out
+
+
+def execute(prepared: list[Statement]) -> None:
+    """Run what `statements` made."""
     with connection.cursor() as cursor:
-        for start in range(0, len(objects), ROWS_PER_STATEMENT):
-            chunk = objects[start:start + ROWS_PER_STATEMENT]
-            params = [f.get_db_prep_save(getattr(obj, f.attname), connection)
-                      for obj in chunk for f in FIELDS]
-            cursor.execute(head + ", ".join([row] * len(chunk)) + tail, params)
+        for statement in prepared:
+            if isinstance(statement, list):  # not SQLite or PostgreSQL: the ORM's statement
+                Step.objects.bulk_create(statement, update_conflicts=True,
+                                         unique_fields=["run", "seq"],
+                                         update_fields=UPDATE_FIELDS)
+            else:
+                cursor.execute(*statement)
 
 
 def add_step_counts(counts: Mapping[int, int]) -> None:

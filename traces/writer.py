@@ -10,7 +10,8 @@ A batch keeps each run's order: jobs are taken in the order they were handed ove
 run's steps are written before its status. Two versions of one step in a batch (a `running`
 version its run did not wait for, then its end) are one row: the later. If a batch fails, each
 job is tried on its own, so one bad row (its run deleted meanwhile) fails alone and its caller
-hears why.
+hears why. `retry_later` keeps a write that nothing could do now (the recorder's last resort
+for a run's end) and tries it after the next batch that commits, up to RETRY_LATER_TRIES times.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from traces.upsert import add_step_counts, upsert_steps
 
 log = logging.getLogger(__name__)
 
+RETRY_LATER_TRIES = 20
 
 
 class Owner(Protocol):
@@ -68,6 +70,7 @@ class Writer:
         self._queue = queue.SimpleQueue()
         self._started = False
         self._lock = threading.Lock()
+        self._later: list[tuple[Any, tuple[Any, ...], int]] = []  # (fn, args, tries so far)
 
     def step(self, owner: Owner, record: StepRecord,
              then: Callable[[BaseException | None, bool], None] | None = None,
@@ -79,6 +82,12 @@ class Writer:
     def call(self, fn: Any, *args: Any) -> asyncio.Future[Any]:
         """Run `fn(*args)` on the writer thread, after everything submitted before it."""
         return self._submit(CallJob(fn, args))
+
+    def retry_later(self, fn: Any, *args: Any) -> None:
+        """Run `fn(*args)` in a transaction of its own after the next batch that commits
+        (the database writes again), retried there until it succeeds or runs out of tries."""
+        with self._lock:
+            self._later.append((fn, args, 0))
 
     def _submit(self, job: Job) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
@@ -110,6 +119,24 @@ class Writer:
             for loop, settled in by_loop.items():
                 with contextlib.suppress(RuntimeError):  # its loop is gone: nobody waits
                     loop.call_soon_threadsafe(_settle_all, settled)
+            if self._later and not all(isinstance(o, BaseException) for o in outcomes):
+                self._retry_later()
+
+    def _retry_later(self) -> None:
+        with self._lock:
+            pending, self._later = self._later, []
+        for fn, args, tries in pending:
+            try:
+                with transaction.atomic():
+                    fn(*args)
+            except Exception:
+                connection.close()
+                if tries + 1 < RETRY_LATER_TRIES:
+                    with self._lock:
+                        self._later.append((fn, args, tries + 1))
+                else:
+                    log.exception("gave up after %d tries: %s%r", tries + 1,
+                                  getattr(fn, "__name__", fn), args)
 
     def _write(self, jobs: list[Job]) -> list[Any]:
         """Each job's outcome; if the batch fails, each job is tried on its own."""

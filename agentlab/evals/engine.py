@@ -192,11 +192,12 @@ def _begin(experiment_id: int) -> Experiment:
     return experiment
 
 
-def mark_interrupted(host: str | None = None) -> int:
-    """Experiments left running by a dead process on this host become `interrupted`: their
-    finished results stay, the rest are cancelled (a re-run runs them all again)."""
+def mark_interrupted() -> int:
+    """Experiments left running by a dead process (traces.workers: judged by process identity)
+    become `interrupted`: their finished results stay, the rest are cancelled (a re-run runs
+    them all again). Every starting process calls it once (traces.startup)."""
     dead = [e.pk for e in Experiment.objects.filter(status="running").only("pk", "worker")
-            if left_by_dead_process(e.worker, host)]
+            if left_by_dead_process(e.worker)]
     now = timezone.now()
     with transaction.atomic():
         Result.objects.filter(experiment__in=dead, status__in=("pending", "running")).update(
@@ -300,7 +301,8 @@ async def _score(case: Case, answer: str, judge: OpenAIChatModel | None) -> dict
             score = await scorers.judge(judge, question=case.question, expected=case.expected,
                                         rubric=case.rubric, answer=answer)
         else:
-            score = scorers.score_answer(case.scorer, answer, case.expected, case.tolerance)
+            score = await scorers.ascore_answer(case.scorer, answer, case.expected,
+                                                case.tolerance)
     except scorers.JudgeReplyError as exc:
         return {"status": "error", "error": str(exc), "scorer_detail": exc.detail}
     except scorers.ScorerError as exc:

@@ -1,8 +1,9 @@
 """Scorers: an agent's answer vs a case's expectation -> Score(score 0..1, passed, detail).
 
 Pure (no Django). `score_answer` covers the deterministic scorers; `judge` asks a ChatModel.
-A scorer that cannot score (an invalid regex, an expected value that is not a number, a judge
-reply without a score) raises ScorerError: the result is an *error*, never a silent 0.
+A scorer that cannot score (an invalid, too long or too slow regex — see
+agentlab.paradigms.user_regex —, an expected value that is not a number, a judge reply without a
+score) raises ScorerError: the result is an *error*, never a silent 0.
 
 Normalisation (exact, contains): Unicode NFKC, accents folded ("Zürich" = "Zurich"), case
 folded, the articles "a", "an", "the" dropped as whole words, whitespace collapsed, and
@@ -12,6 +13,7 @@ punctuation stripped at the two ends only (so "Harrow & Finch." = "harrow & finc
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import unicodedata
@@ -20,6 +22,7 @@ from importlib import resources
 from typing import Any
 
 from agentlab.llm.types import ChatModel
+from agentlab.paradigms import user_regex
 from agentlab.paradigms.parsing import ParseError, iter_json_objects, parse_score, split_think
 from agentlab.paradigms.prompt_files import fill
 
@@ -100,12 +103,13 @@ def numeric(answer: str, expected: str, tolerance: float | None = None) -> Score
 
 
 def regex(answer: str, pattern: str) -> Score:
-    """A case-insensitive re.search of `pattern` in the answer."""
+    """A case-insensitive search of `pattern` in the answer, by `user_regex`: a pattern over
+    its length cap or a search over its time limit is a ScorerError. It blocks for up to that
+    limit: async callers run it in a thread (`ascore_answer`)."""
     try:
-        compiled = re.compile(pattern, re.IGNORECASE)
-    except re.error as exc:
-        raise ScorerError(f"regex: invalid regular expression {pattern!r}: {exc}") from None
-    m = compiled.search(answer or "")
+        m = user_regex.search(pattern, answer or "")
+    except user_regex.UnsafePattern as exc:
+        raise ScorerError(f"regex: {exc}") from None
     return Score(float(m is not None), m is not None,
                  {"scorer": "regex", "pattern": pattern, "match": m.group(0) if m else None})
 
@@ -124,6 +128,12 @@ def score_answer(scorer: str, answer: str, expected: str, tolerance: float | Non
     if scorer == "llm_judge":
         raise ScorerError("llm_judge is asynchronous: call judge() with a model")
     raise ScorerError(f"unknown scorer {scorer!r}; scorers: {', '.join(SCORERS)}")
+
+
+async def ascore_answer(scorer: str, answer: str, expected: str,
+                        tolerance: float | None = None) -> Score:
+    """`score_answer` in a thread, so a slow regex never holds the event loop."""
+    return await asyncio.to_thread(score_answer, scorer, answer, expected, tolerance)
 
 
 # -- the LLM judge -----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agentlab.paradigms import user_regex
 from agentlab.paradigms.parsing import ParseError, parse_score, split_think, strip_quotes
 
 SCORE_LOW, SCORE_HIGH = 1, 10
@@ -38,7 +39,9 @@ def make_check(evaluator: str, expected: str) -> Callable[[str], bool] | None:
 
     contains: `expected` appears in the answer, ignoring case and runs of whitespace.
     regex: `expected` (a Python regular expression) matches somewhere in the answer, ignoring
-    case. Raises ValueError when `expected` is empty or not a valid regular expression.
+    case, by `user_regex` (length cap; the check raises UnsafePattern when a search runs out
+    of time, and blocks until then: call it in a thread). Raises ValueError when `expected`
+    is empty, too long or not a valid regular expression.
     """
     if evaluator == "llm":
         return None
@@ -50,10 +53,10 @@ def make_check(evaluator: str, expected: str) -> Callable[[str], bool] | None:
         needle = _squash(expected)
         return lambda answer: needle in _squash(answer)
     try:
-        pattern = re.compile(expected, re.IGNORECASE)
-    except re.error as exc:
-        raise ValueError(f"'expected' is not a valid regular expression: {exc}") from None
-    return lambda answer: pattern.search(answer) is not None
+        user_regex.compile_pattern(expected)
+    except user_regex.UnsafePattern as exc:
+        raise ValueError(f"the regex evaluator's 'expected' is refused: {exc}") from None
+    return lambda answer: user_regex.search(expected, answer) is not None
 
 
 def _squash(text: str) -> str:

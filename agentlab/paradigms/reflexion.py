@@ -5,7 +5,10 @@ sub-run (JSON mode) or one plain LLM answer. The evaluator scores it — an LLM 
 "Score: N/10" and the problems, or a programmatic check:
 
 * evaluator "contains": the answer must contain `expected` (case and spacing ignored);
-* evaluator "regex": the Python regular expression `expected` must match (case ignored).
+* evaluator "regex": the Python regular expression `expected` must match (case ignored); it
+  is at most 1,000 characters and one search at most a second (`user_regex`), run in a thread
+  so the event loop stays free; a search that runs out of time leaves the attempt unscored
+  (an evaluation error step), like an unreadable score.
 
 A check scores 10 when it passes and 1 when it fails; the expected text is not shown to the
 model. An attempt passes when its score reaches `threshold` (a check: when it passes). Below it,
@@ -21,6 +24,7 @@ failed attempt but the last; an attempt that passes first time costs 2.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -36,6 +40,7 @@ from agentlab.paradigms._reflexion_parts import (
 )
 from agentlab.paradigms.prompt_files import fill, load_prompt
 from agentlab.paradigms.registry import Paradigm, register_paradigm
+from agentlab.paradigms.user_regex import MAX_PATTERN_CHARS, UnsafePattern
 from agentlab.runtime.limits import IterationLimit, LoopDetected
 from traces.schema import Step
 
@@ -76,7 +81,8 @@ class Reflexion(Paradigm):
                    "then": {"properties": {"expected": {"minLength": 1}}}},
                   {"if": {"properties": {"evaluator": {"const": "regex"}},
                           "required": ["evaluator"]},
-                   "then": {"properties": {"expected": {"format": "regex"}}}}],
+                   "then": {"properties": {"expected": {"format": "regex",
+                                                        "maxLength": MAX_PATTERN_CHARS}}}}],
         "additionalProperties": False,
     }
 
@@ -153,11 +159,16 @@ class Reflexion(Paradigm):
         if not attempt.finished:
             problems, meta["skipped"] = attempt.answer, "the attempt did not finish"
         elif self.check is not None:
-            attempt.passed = self.check(attempt.answer)
-            attempt.score = SCORE_HIGH if attempt.passed else 1
-            problems = "" if attempt.passed else (
-                f"the answer does not pass the {self.params['evaluator']!r} check (the expected "
-                "text is not shown)")
+            try:  # in a thread: a regex search may take up to its time limit
+                attempt.passed = await asyncio.to_thread(self.check, attempt.answer)
+            except UnsafePattern as exc:  # out of time: unscored, like an unreadable score
+                attempt.score, problems = None, f"the check could not be evaluated: {exc}"
+                meta["check_error"] = str(exc)
+            else:
+                attempt.score = SCORE_HIGH if attempt.passed else 1
+                problems = "" if attempt.passed else (
+                    f"the answer does not pass the {self.params['evaluator']!r} check (the "
+                    "expected text is not shown)")
         else:
             attempt.score, problems = await self._llm_score(attempt)
             attempt.passed = (attempt.score is not None

@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib import messages
+from django.core.files.uploadhandler import MemoryFileUploadHandler, StopUpload
 from django.core.paginator import Paginator
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
 from traces.bundle import BundleError, import_bundle
 from traces.models import Run
 from traces.views import filters
 
+log = logging.getLogger(__name__)
 PAGE_SIZE = 50
 # Only what the table shows: a run's snapshot, history and error stay in the database.
 LIST_FIELDS = ("pk", "input", "final_answer", "agent_name", "paradigm", "status", "step_count",
                "llm_calls", "tool_calls", "tokens_in", "tokens_out", "cost_usd", "wall_ms",
                "created", "parent_run_id", "user__username")
-MAX_IMPORT_BYTES = 200 * 1024 * 1024
+# An uploaded bundle: at most this many bytes, and the request around it at most
+# MAX_IMPORT_BYTES + FORM_OVERHEAD_BYTES (the multipart boundaries, the CSRF token).
+MAX_IMPORT_BYTES = 20 * 1024 * 1024
+FORM_OVERHEAD_BYTES = 64 * 1024
 
 
 def run_list(request: HttpRequest) -> HttpResponse:
@@ -48,19 +57,75 @@ def _columns(sort: str) -> dict[str, dict[str, str]]:
     return columns
 
 
+@csrf_exempt  # checked in _import_upload: reading the token would read the body first
 @require_POST
 def run_import(request: HttpRequest) -> HttpResponse:
+    """A bundle upload -> a new run. The request is refused on its Content-Length before its
+    body is read; the body is then read through a handler that stops at MAX_IMPORT_BYTES, so
+    a request that declares less than it sends never gets more read."""
+    if (refusal := _length_refusal(request)) is not None:
+        messages.error(request, refusal)
+        return redirect("runs")
+    capped = CappedUploadHandler(request, MAX_IMPORT_BYTES)
+    request.upload_handlers = [capped]
+    return _import_upload(request, capped)
+
+
+def _length_refusal(request: HttpRequest) -> str | None:
+    declared = request.META.get("CONTENT_LENGTH") or ""
+    limit = _mb(MAX_IMPORT_BYTES)
+    if not declared.isdigit():
+        return (f"Import: the upload was refused: it did not say its size (Content-Length); "
+                f"bundles of up to {limit} can be imported here.")
+    if int(declared) > MAX_IMPORT_BYTES + FORM_OVERHEAD_BYTES:
+        return (f"Import: the upload was refused: it is {_mb(int(declared))}, over the "
+                f"{limit} limit. Import larger bundles with `manage.py import_run`.")
+    return None
+
+
+@csrf_protect
+def _import_upload(request: HttpRequest, capped: CappedUploadHandler) -> HttpResponse:
     upload = request.FILES.get("bundle")
+    if capped.exceeded:
+        messages.error(request, f"Import: the upload was refused: it is over the "
+                                f"{_mb(MAX_IMPORT_BYTES)} limit (stopped reading there).")
+        return redirect("runs")
     if upload is None:
         messages.error(request, "Import: choose a bundle file (.json) first.")
-        return redirect("runs")
-    if upload.size > MAX_IMPORT_BYTES:
-        messages.error(request, f"Import: {upload.name} is over {MAX_IMPORT_BYTES >> 20} MB.")
         return redirect("runs")
     try:
         run = import_bundle(upload.read(), user=request.user)
     except BundleError as exc:
         messages.error(request, f"Import: {upload.name} was refused: {exc}")
         return redirect("runs")
+    except DatabaseError as exc:  # valid, but the database refused it: nothing was kept
+        log.exception("import of %s failed", upload.name)
+        messages.error(request, f"Import: {upload.name} could not be stored ({exc}); nothing "
+                                "of it was kept. Try again.")
+        return redirect("runs")
     messages.success(request, f"Imported {upload.name} as run {run.pk}.")
     return redirect("run", pk=run.pk)
+
+
+class CappedUploadHandler(MemoryFileUploadHandler):
+    """Keeps an upload in memory up to `limit` bytes; past that it stops the upload without
+    reading the rest of the body (`StopUpload(connection_reset=True)`) and says so."""
+
+    def __init__(self, request: HttpRequest, limit: int) -> None:
+        super().__init__(request)
+        self.limit, self.received, self.exceeded = limit, 0, False
+
+    def handle_raw_input(self, input_data, META, content_length, boundary,  # noqa: N803
+                         encoding=None) -> None:
+        self.activated = True  # in memory whatever its declared size: the cap bounds it
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes | None:
+        self.received += len(raw_data)
+        if self.received > self.limit:
+            self.exceeded = True
+            raise StopUpload(connection_reset=True)
+        return super().receive_data_chunk(raw_data, start)
+
+
+def _mb(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MB".replace(".0 MB", " MB")

@@ -38,14 +38,17 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from None
             env["AGENTLAB_LOCAL_LLM_URL"] = url
             self.stdout.write(f"  model ready at {url}")
-        from agentlab.evals.engine import mark_interrupted as mark_experiments
-        from traces.recorder import mark_interrupted
+        from traces.startup import sweep
 
-        if n := mark_interrupted():
+        # daphne sweeps again at its first request (it is another process): a no-op then.
+        counts = sweep()
+        if n := counts.get("runs"):
             self.stdout.write(f"• Marked {n} run(s) left by a stopped process as interrupted")
-        if n := mark_experiments():
+        if n := counts.get("experiments"):
             self.stdout.write(f"• Marked {n} experiment(s) left by a stopped process as "
                               "interrupted")
+        if n := counts.get("imports"):
+            self.stdout.write(f"• Removed {n} import(s) left half-written by a stopped process")
         self.stdout.write(self.style.SUCCESS(f"• Agent Lab: http://{host}:{port}/  (Ctrl-C stops)"))
         daphne = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),

@@ -1,6 +1,9 @@
 """list_tables, describe_table, sql_query over the demo business database — read-only by
 construction: a read-only connection, an authorizer that allows only reading, one statement,
-a row limit and a time limit."""
+a row limit and a time limit. Memory is bounded too: the progress handler counts time, not
+bytes, so `hex(zeroblob(400000000))` would build gigabytes within it; SQLite's own connection
+limits (SQLITE_LIMITS: the longest value, the longest query, columns, depth…) refuse that
+inside SQLite, and the rows handed back stop at RESULT_CHAR_LIMIT characters."""
 
 from __future__ import annotations
 
@@ -16,6 +19,23 @@ from agentlab.tools.decorator import tool
 
 ROW_LIMIT = 200
 TIME_LIMIT_S = 5.0
+QUERY_CHAR_LIMIT = 20_000  # the query text; refused before SQLite parses it
+RESULT_CHAR_LIMIT = 1_000_000  # the values of the rows handed back, added up
+# sqlite3 connection limits (Connection.setlimit). A value (or any string or
+# blob built on the way, or a row) over SQLITE_LIMIT_LENGTH is SQLite's "string or blob too big".
+SQLITE_LIMITS: tuple[tuple[int, int], ...] = (
+    (sqlite3.SQLITE_LIMIT_LENGTH, 250_000),
+    (sqlite3.SQLITE_LIMIT_SQL_LENGTH, 4 * QUERY_CHAR_LIMIT),  # bytes: UTF-8 up to 4 a character
+    (sqlite3.SQLITE_LIMIT_COLUMN, 100),
+    (sqlite3.SQLITE_LIMIT_EXPR_DEPTH, 100),
+    (sqlite3.SQLITE_LIMIT_COMPOUND_SELECT, 50),
+    (sqlite3.SQLITE_LIMIT_VDBE_OP, 250_000),
+    (sqlite3.SQLITE_LIMIT_FUNCTION_ARG, 32),
+    (sqlite3.SQLITE_LIMIT_ATTACHED, 0),
+    (sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, 1_000),
+    (sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 100),
+    (sqlite3.SQLITE_LIMIT_WORKER_THREADS, 0),
+)
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
             getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
 _DENIED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
@@ -63,6 +83,8 @@ def connect(path: Path | None = None, *, authorizer: _Authorizer | None = None
     uri = f"file:{ensure_business_db(path)}?mode=ro"
     conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
     conn.row_factory = sqlite3.Row
+    for limit, value in SQLITE_LIMITS:
+        conn.setlimit(limit, value)
     if hasattr(conn, "enable_load_extension"):  # absent where Python lacks the feature
         conn.enable_load_extension(False)
     if authorizer is not None:
@@ -84,6 +106,9 @@ def _strip_comments(text: str) -> str:
 
 def _single_statement(query: str) -> str:
     text = query.strip()
+    if len(text) > QUERY_CHAR_LIMIT:
+        raise ValueError(f"Refused: the query is {len(text):,} characters long; at most "
+                         f"{QUERY_CHAR_LIMIT:,} are allowed")
     # complete_statement() understands quotes and comments: "';'" in a string is no separator.
     for i, char in enumerate(text):
         if char == ";" and sqlite3.complete_statement(text[: i + 1]):
@@ -113,7 +138,7 @@ def run_query(query: str, *, path: Path | None = None, row_limit: int | None = N
     conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 1_000)
     try:
         cursor = conn.execute(statement)
-        rows = cursor.fetchmany(limit_rows + 1)
+        rows, cut = _fetch(cursor, limit_rows)
     except sqlite3.DatabaseError as exc:
         message = str(exc)
         if message == "interrupted":
@@ -124,17 +149,47 @@ def run_query(query: str, *, path: Path | None = None, row_limit: int | None = N
                              f"({message})") from None
         if "not authorized" in message or "readonly" in message:
             raise ValueError(f"Refused: only reading is allowed ({message})") from None
+        if message in _LIMIT_MESSAGES:
+            raise ValueError(f"Refused: {_LIMIT_MESSAGES[message]} ({message})") from None
         raise ValueError(message) from None  # SQLite's own words: "no such column: foo"
     finally:
         conn.close()
     columns = [d[0] for d in cursor.description or []]
-    limited = len(rows) > limit_rows
-    result: dict[str, Any] = {"columns": columns, "rows": [dict(r) for r in rows[:limit_rows]],
-                              "row_count": min(len(rows), limit_rows), "limited": limited}
-    if limited:
+    result: dict[str, Any] = {"columns": columns, "rows": rows, "row_count": len(rows),
+                              "limited": cut is not None}
+    if cut == "rows":
         result["note"] = (f"limited: only the first {limit_rows} rows are shown; "
                           "add LIMIT or aggregate")
+    elif cut == "size":
+        result["note"] = (f"limited: only the first {len(rows)} rows are shown, the result "
+                          f"reached {RESULT_CHAR_LIMIT:,} characters; select fewer or "
+                          "shorter columns (substr), or aggregate")
     return result
+
+
+_LIMIT_MESSAGES = {
+    "string or blob too big": "a value (or a row) would be over "
+                              f"{dict(SQLITE_LIMITS)[sqlite3.SQLITE_LIMIT_LENGTH]:,} bytes, "
+                              "the length limit; select shorter values (substr, length)",
+    "too many columns in result set": "at most "
+                                      f"{dict(SQLITE_LIMITS)[sqlite3.SQLITE_LIMIT_COLUMN]} "
+                                      "columns are allowed",
+}
+
+
+def _fetch(cursor: sqlite3.Cursor, limit_rows: int) -> tuple[list[dict], str | None]:
+    """Up to `limit_rows` rows whose values add up to at most RESULT_CHAR_LIMIT characters;
+    and why it stopped early ("rows", "size") or None."""
+    rows: list[dict] = []
+    size = 0
+    for row in cursor:
+        if len(rows) == limit_rows:
+            return rows, "rows"
+        size += sum(len(v) if isinstance(v, str | bytes) else 8 for v in row)
+        if size > RESULT_CHAR_LIMIT:
+            return rows, "size"
+        rows.append(dict(row))
+    return rows, None
 
 
 @tool(category="database")

@@ -1,0 +1,107 @@
+"""Writing an imported run without holding the database for long, all or nothing for the user.
+
+SQLite has one writer at a time; a 100,000-step import in one transaction held its lock for
+seconds, past other runs' busy timeout ("database is locked" for everyone). So:
+
+1. the run row is created first, owned by the staging account STAGING_USERNAME (inactive, no
+   usable password: nobody logs in as it), as `interrupted` with a note in `input` and `error`,
+   and this process's worker id: no user sees a half-imported run among their runs, and
+   nothing ever executes it;
+2. the steps go in chunks of STEP_CHUNK, each its own short transaction (its statement built
+   and its values serialised before, outside it: traces.upsert), and after each the import
+   pauses about as long as the chunk held the lock, so other writers get in between;
+3. one last short transaction hands the run to its owner with its recorded input, status and
+   error. Only then does it exist for anyone but staff (who see all runs, and see this one as
+   the staging account's "import in progress").
+
+A failure on the way deletes what was written (steps in chunks as well) and re-raises; a
+process that dies mid-import leaves a staging run whose worker is dead, which the next process
+that starts deletes (`discard_abandoned`, called by traces.startup).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from itertools import batched
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from traces import upsert
+from traces.models import Run, Step
+from traces.schema import Step as StepRecord
+from traces.workers import left_by_dead_process, worker_id
+
+log = logging.getLogger(__name__)
+
+STAGING_USERNAME = "agentlab-import"
+STEP_CHUNK = 500  # steps per transaction
+MAX_PAUSE_S = 0.1  # the pause after a chunk: as long as it took, at most this
+DELETE_CHUNK = 2_000
+IMPORTING = "Import in progress: this run is being written and belongs to nobody yet."
+
+
+def write_run(fields: dict[str, Any], steps: list[StepRecord], *, user: Any) -> Run:
+    """Create the run (`fields` of Run, final values) with `steps`, owned by `user` only once
+    every step is written; nothing of it is left behind if that fails."""
+    final = {"user": user, "input": fields.pop("input"), "status": fields.pop("status"),
+             "error": fields.pop("error", ""), "worker": "", "step_count": len(steps)}
+    with transaction.atomic():
+        row = Run.objects.create(**fields, user=staging_user(), status="interrupted",
+                                 input=IMPORTING, error=IMPORTING, worker=worker_id())
+    try:
+        for chunk in batched(steps, STEP_CHUNK):
+            prepared = upsert.statements((row.pk, s) for s in chunk)  # CPU, before the lock
+            started = time.monotonic()
+            with transaction.atomic():
+                upsert.execute(prepared)
+            time.sleep(min(time.monotonic() - started, MAX_PAUSE_S))
+        with transaction.atomic():
+            handed = Run.objects.filter(pk=row.pk, user=row.user_id).update(**final)
+        if not handed:
+            raise RuntimeError("the import was removed while it was being written")
+    except BaseException:
+        discard(row.pk)
+        raise
+    row.refresh_from_db()
+    return row
+
+
+def staging_user() -> Any:
+    """The inactive account that owns runs while they are imported (created on first use)."""
+    model = get_user_model()
+    user, created = model.objects.get_or_create(
+        **{model.USERNAME_FIELD: STAGING_USERNAME}, defaults={"is_active": False})
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user
+
+
+def discard(run_id: int) -> None:
+    """Delete a staging run and its steps, a chunk per transaction; logged, never raised."""
+    try:
+        while ids := list(Step.objects.filter(run_id=run_id)
+                          .values_list("pk", flat=True)[:DELETE_CHUNK]):
+            with transaction.atomic():
+                Step.objects.filter(pk__in=ids).delete()
+        Run.objects.filter(pk=run_id).delete()
+    except Exception:
+        log.exception("could not remove the unfinished import (run %s); the next process "
+                      "that starts removes it", run_id)
+
+
+def discard_abandoned() -> int:
+    """Staging runs whose importing process is gone are deleted; returns how many."""
+    model = get_user_model()
+    staging = model.objects.filter(**{model.USERNAME_FIELD: STAGING_USERNAME}).first()
+    if staging is None:
+        return 0
+    left = [run.pk for run in Run.objects.filter(user=staging).only("pk", "worker")
+            if left_by_dead_process(run.worker)]
+    for run_id in left:
+        discard(run_id)
+    return len(left)
+
