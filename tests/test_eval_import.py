@@ -63,6 +63,19 @@ def test_every_bad_jsonl_row_is_reported_with_line_field_and_reason():
     assert str(errors[1]) == "line 3, question: missing (every case needs a question)"
 
 
+@pytest.mark.parametrize(("pattern", "reason"), [
+    ("[a-", "invalid regular expression '[a-'"),
+    ("((a{1000}){1000}){1000}", "expand to 1,000,000,000 items"),
+    ("a" * 1001, "1,001 characters long"),
+])
+def test_a_regex_the_scorer_would_refuse_is_refused_at_import(pattern, reason):
+    # The scorer's own rule (agentlab/paradigms/user_regex.py), so a bomb never reaches a run.
+    rows, errors = parse_jsonl(json.dumps({"question": "q", "expected": pattern,
+                                           "scorer": "regex"}))
+    assert rows == [] and [e.field for e in errors] == ["expected"]
+    assert reason in errors[0].reason
+
+
 def test_csv_with_tags_semicolons_and_a_multiline_cell():
     text = ('question,expected,scorer,tolerance,tags\n'
             '"Two\nlines?",yes,contains,,a; b\n'

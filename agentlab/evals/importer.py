@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentlab.evals.scorers import SCORERS, numbers
+from agentlab.paradigms.user_regex import UnsafePattern, compile_pattern
 
 FIELDS = ("question", "expected", "scorer", "tolerance", "rubric", "tags")
 DEFAULT_SCORER = "contains"
@@ -154,10 +155,10 @@ def validate(obj: dict[str, Any], line: int) -> CaseRow | list[RowError]:
         errors.append(RowError(line, "expected", f"numeric scorer: {expected!r} is not a "
                                                  "number"))
     elif scorer == "regex":
-        try:
-            re.compile(expected)
-        except re.error as exc:
-            errors.append(RowError(line, "expected", f"invalid regular expression: {exc}"))
+        try:  # the rule the scorer applies: length, counted repeats, then the regex module
+            compile_pattern(expected)
+        except UnsafePattern as exc:
+            errors.append(RowError(line, "expected", str(exc)))
     if scorer in ("exact", "contains", "regex") and not expected:
         errors.append(RowError(line, "expected", f"missing (the {scorer} scorer needs it)"))
     if scorer == "llm_judge" and not (rubric or expected):

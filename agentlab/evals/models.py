@@ -76,7 +76,8 @@ class Experiment(models.Model):
         help_text="The experiment this one re-runs (and is compared with).",
     )
     error = models.TextField(blank=True)
-    worker = models.CharField(max_length=200, blank=True, help_text="host:pid running it")
+    worker = models.CharField(max_length=200, blank=True,
+                              help_text="the process running it (traces.workers)")
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
