@@ -24,7 +24,6 @@ from agentlab.live import consumers
 from agentlab.models import Tool
 from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
-from tests import test_consumers
 from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import Reply
 from tests.test_consumers import (
@@ -41,19 +40,6 @@ from traces.display.renderer import first_steps_html
 from traces.models import Run, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-# The live socket tests' fixtures: a calculator agent on the scripted model; stop what ran.
-agent, stop_runs = test_consumers.agent, test_consumers.stop_runs
-
-
-@pytest.fixture
-def user(django_user_model):  # no passwords (force_login): hashing is slow on a busy machine
-    return django_user_model.objects.create_user("alice")
-
-
-@pytest.fixture
-def other_user(django_user_model):
-    return django_user_model.objects.create_user("bob")
 
 
 def going(agent, user, n: int = 1, status: str = "running") -> list[Run]:

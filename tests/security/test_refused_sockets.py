@@ -26,7 +26,6 @@ from agentlab.compare.models import Comparison
 from agentlab.live import control as live
 from agentlab.models import Tool
 from agentlab.runs.snapshot import create_run
-from tests import test_consumers
 from tests.factories import make_agents, scripted_profile
 from tests.test_consumers import (
     ANSWER,
@@ -43,9 +42,6 @@ from traces.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# The live socket tests' fixtures: a calculator agent on the scripted model; stop what ran.
-agent, stop_runs = test_consumers.agent, test_consumers.stop_runs
-
 QUIET_S = 0.3  # how long a socket must stay silent to say "nothing happened"
 FRAMES = [
     {"action": "sync", "last_seq": 0},
@@ -60,21 +56,6 @@ FRAMES = [
     {"action": "approve", "seq": 2, "arguments": {"expression": "666*1000"}},
     {"action": "deny", "seq": 2, "reason": "bob says no"},
 ]
-
-
-@pytest.fixture
-def user(django_user_model):  # no passwords (force_login): hashing is slow on a busy machine
-    return django_user_model.objects.create_user("alice")
-
-
-@pytest.fixture
-def other_user(django_user_model):
-    return django_user_model.objects.create_user("bob")
-
-
-@pytest.fixture
-def staff(django_user_model):
-    return django_user_model.objects.create_superuser("root", password=None)
 
 
 def waiting_for_approval(frame: dict) -> bool:
