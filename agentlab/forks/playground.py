@@ -155,4 +155,5 @@ async def call(config: ProfileConfig, request: Request) -> tuple[ChatResult | No
     except Exception as exc:  # an endpoint may answer anything; the page says so, never a 500
         log.warning("playground: unreadable reply from profile %r", config.name, exc_info=True)
         return None, without_credentials(
-            f"the endpoint's reply could not be read ({type(exc).__name__}: {exc})")
+            f"the endpoint's reply is not a chat completion this client can read "
+            f"({type(exc).__name__}: {exc})")
