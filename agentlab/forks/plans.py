@@ -193,8 +193,7 @@ def bound_agent(source: Run, chosen: int | None = None) -> tuple[Agent, BindingK
         if agent is None:
             raise ForkError(f"there is no agent {chosen}; choose one of the list")
         return agent, "chosen"
-    where = "was imported" if "imported_from" in (source.agent_snapshot or {}) else \
-        "has no agent any more"
+    where = "was imported" if "imported_from" in _record(source) else "has no agent any more"
     name = f" {source.agent_name!r}" if source.agent_name else ""
     raise NeedsAgent(
         f"run {source.pk} {where}: its agent{name} is not configured here, and its snapshot is "
@@ -202,11 +201,16 @@ def bound_agent(source: Run, chosen: int | None = None) -> tuple[Agent, BindingK
         "approvals and limits of an agent configured here: choose one.")
 
 
+def _record(source: Run) -> dict[str, Any]:
+    snap = source.agent_snapshot
+    return snap if isinstance(snap, dict) else {}
+
+
 def bind(source: Run, *, recorded: bool, chosen: int | None = None) -> dict[str, Any]:
     """Today's snapshot of the bound agent; with `recorded`, the record's behaviour over it
     (runs.snapshot.RECORDED_FIELDS). `bound` in it says to whom and what came from where."""
     agent, how = bound_agent(source, chosen)
-    record = {"paradigm": source.paradigm, **(source.agent_snapshot or {})}
+    record = {"paradigm": source.paradigm, **_record(source)}
     try:
         snap = snapshot(agent, recorded=record if recorded else None)
     except ValueError as exc:  # a forged record, or a member agent deleted since

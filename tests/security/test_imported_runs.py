@@ -733,7 +733,7 @@ class TestPlayground:
 
     def test_an_odd_recorded_step_still_opens(self, client_sync, llm_step):
         Step.objects.filter(pk=llm_step.pk).update(
-            input={"messages": "not a list", "temperature": "hot"}, meta={"profile": 5},
+            input={"messages": "not a list", "temperature": "hot"}, meta=["profile"],
             output={"text": ["x"], "tool_calls": "y", "usage": 3})
         page = client_sync.get(reverse("step_playground", args=[llm_step.run_id, 1]))
         assert page.status_code == 200
