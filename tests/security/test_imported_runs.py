@@ -164,10 +164,16 @@ async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0)
     assert condition(), what
 
 
+async def ended(task: asyncio.Task, timeout: float = 10.0) -> Any:
+    """The run task's outcome; a run still waiting (for a decision) past `timeout` fails."""
+    async with asyncio.timeout(timeout):
+        return await task
+
+
 async def finished(pk: int) -> Run:
     if task := tasks.TASKS.get(pk):
         async with asyncio.timeout(30):
-            await task
+            await ended(task)
     return await Run.objects.aget(pk=pk)
 
 
@@ -606,7 +612,7 @@ class TestEditAfterApproval:
         again = await self.waiting(control, task, "approval")
         assert again.step.input == {"to": "mallory", "amount": 10_000} and sent == []
         await control.act({"action": "deny", "seq": again.step.seq, "reason": "no"})
-        await task
+        await ended(task)
         assert sent == []
         assert [s.kind for s in sink.steps].count("approval") == 2
         tool_step = sink.of_kind("tool")[0]
@@ -618,13 +624,13 @@ class TestEditAfterApproval:
         await self.approve_then_edit(control, task, {"to": "bob", "amount": 12})
         again = await self.waiting(control, task, "approval")
         await control.act({"action": "approve", "seq": again.step.seq})
-        await task
+        await ended(task)
         assert sent == [{"to": "bob", "amount": 12}]
 
     async def test_an_edit_that_changes_nothing_is_not_asked_again(self):
         control, task, sink, sent = self.start(self.script())
         await self.approve_then_edit(control, task, {"amount": 10, "to": "bob"})
-        await task
+        await ended(task)
         assert sent == [{"to": "bob", "amount": 10}]
         assert [s.kind for s in sink.steps].count("approval") == 1
 
