@@ -504,9 +504,12 @@ class TestWhatTheRecordKeeps:
     async def test_the_pages_say_what_a_replay_binds_to(self, today, user, fake_llm, attacker,
                                                         client):
         source = await record(today, user, fake_llm, Reply(text="Nothing to do."))
-        imported = await import_(client, await aforge(source, attacker))
+        bundle = json.loads(await aforge(source, attacker))
+        bundle["run"]["agent_snapshot"]["bound"] = {"agent": "Trusted", "how": "chosen"}
+        imported = await import_(client, json.dumps(bundle).encode())
         page = (await client.get(reverse("run", args=[imported.pk]))).content.decode()
         assert "today's configuration of the agent named <strong>Office agent</strong>" in page
+        assert "Bound to today's configuration" not in page  # even if its snapshot claims so
         fork_page = (await client.get(reverse("run_fork", args=[imported.pk, 1]))).content
         assert b"today's configuration of agent <strong>Office agent</strong>" in fork_page
         replay = await finished(started(await client.post(
