@@ -10,7 +10,8 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.urls import reverse
 
-from agentlab.forks.plans import ForkError, plan_fork, plan_replay, plan_resume
+from agentlab.forks.plans import ForkError, NeedsAgent, plan_fork, plan_replay, plan_resume
+from agentlab.models import Agent, Tool
 from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
 from agentlab.runs.tasks import execute_run
@@ -126,6 +127,61 @@ async def test_the_recorded_agent_replays_without_the_later_prompt_change(agent,
     agent.system_prompt = "Always answer in French."
     await agent.asave()
     replay = await execute(await sync_to_async(plan_replay)(source, user, agent="recorded"))
+    assert fake_llm.requests == [] and "first_divergence" not in replay.agent_snapshot
+
+
+async def test_a_fork_of_an_old_run_goes_live_on_todays_profile_with_the_recorded_prompt(
+        agent, user, fake_llm):
+    source = await record(agent, user, fake_llm)
+    profile = agent.model_profile
+    profile.model = "model-of-today"
+    await profile.asave()
+    agent.system_prompt = "Always answer in French."
+    await agent.asave()
+    fake_llm.script(Reply(text="6*7+1 is 101."))
+    fork = await execute(await sync_to_async(plan_fork)(source, user, 2,
+                                                        edited_observation="100"))
+    assert fork.final_answer == "6*7+1 is 101." and len(fake_llm.requests) == 1
+    sent = fake_llm.requests[0]
+    assert sent["model"] == "model-of-today"  # today's profile
+    assert "French" not in sent["messages"][0]["content"]  # the record's (empty) prompt
+    assert fork.agent_snapshot["bound"] == {
+        "agent_id": agent.pk, "agent": "Calc agent", "how": "the run's agent",
+        "recorded": ["paradigm", "system_prompt", "params", "tools offered"]}
+
+
+async def test_a_renamed_agent_is_still_the_runs_and_a_deleted_one_gives_way_to_its_namesake(
+        agent, user, fake_llm):
+    source = await record(agent, user, fake_llm)
+    agent.name = "Calculator v2"
+    await agent.asave()
+    replay = await execute(await sync_to_async(plan_replay)(source, user))
+    assert replay.agent_id == agent.pk and replay.agent_snapshot["bound"]["agent"] == \
+        "Calculator v2"
+    namesake = await sync_to_async(lambda: Agent.objects.create(
+        name="Calc agent", paradigm="react", model_profile=agent.model_profile,
+        params={"mode": "function_calling"}))()
+    await agent.adelete()
+    source = await Run.objects.aget(pk=source.pk)
+    assert source.agent_id is None
+    replay = await execute(await sync_to_async(plan_replay)(source, user, tools="live"))
+    assert replay.agent_id == namesake.pk
+    assert replay.agent_snapshot["bound"]["how"] == "the agent of the same name"
+    await namesake.adelete()
+    with pytest.raises(NeedsAgent, match="has no agent any more: its agent 'Calc agent' is "
+                                         "not configured here"):
+        await sync_to_async(plan_replay)(source, user)
+
+
+async def test_a_replay_as_recorded_offers_only_the_recorded_tools_that_the_agent_still_has(
+        agent, user, fake_llm):
+    source = await record(agent, user, fake_llm)
+    await sync_to_async(agent.tools.add)(await Tool.objects.aget(name="current_time"))
+    recorded = await sync_to_async(plan_replay)(source, user, agent="recorded")
+    assert set(recorded.run.agent_snapshot["tools"]) == {"calculator"}
+    current = await sync_to_async(plan_replay)(source, user, agent="current")
+    assert set(current.run.agent_snapshot["tools"]) == {"calculator", "current_time"}
+    replay = await execute(recorded)
     assert fake_llm.requests == [] and "first_divergence" not in replay.agent_snapshot
 
 
@@ -264,6 +320,7 @@ async def test_the_snippets_show_the_divergence_the_origin_and_the_step_links(
     assert "message 1 (system) differs" in header
     assert f"{reverse('run_diff')}?a={source.pk}&amp;b={replay.pk}" in header
     assert "Resume" not in header  # a succeeded run has nothing to resume
+    assert "today's configuration of agent <strong>Calc agent</strong>" in header
     # The step's links as every page and the live socket render them.
     links = StepRenderer(replay).html(first.to_record().to_dict())
     assert "diverged from #1" in links

@@ -23,6 +23,7 @@ from agentlab.llm.replay import (
     result_from_dict,
 )
 from agentlab.paradigms.react import ReAct
+from agentlab.runtime.context import Approval
 from agentlab.runtime.loop import execute
 from agentlab.tools.decorator import tool
 from agentlab.tools.executor import ToolExecutor, ToolPolicy
@@ -222,8 +223,20 @@ async def test_a_recorded_approval_is_replayed_only_for_a_call_served_from_the_r
     record = ToolRecording(
         [RecordedTool(3, "lookup", args, tool_result("lookup", args, "recorded"))],
         approvals=[RecordedApproval(2, "lookup", args, {"approved": True, "arguments": None,
-                                                        "reason": "fine"})])
-    approved = await record.approve(Step(kind="approval", name="lookup", input=args))
-    assert approved.approved and approved.reason == "fine"
-    other = await record.approve(Step(kind="approval", name="lookup", input={"city": "Rome"}))
-    assert not other.approved and "no approver" in other.reason
+                                                        "reason": "fine"}),
+                   RecordedApproval(4, "lookup", {"city": "Rome"}, {"approved": True})])
+    asked: list[Step] = []
+
+    async def person(step: Step) -> Approval:  # the person watching the run
+        asked.append(step)
+        return Approval(False, reason="not today")
+
+    approve = record.approver(person)
+    approved = await approve(Step(kind="approval", name="lookup", input=args))
+    assert approved.approved and approved.reason == "fine" and asked == []
+    # Rome has a recorded approval but no recorded result: it would run live, so a person
+    # decides (without one, nobody approves it).
+    rome = Step(kind="approval", name="lookup", input={"city": "Rome"})
+    assert (await approve(rome)).reason == "not today" and asked == [rome]
+    unwatched = await record.approver()(rome)
+    assert not unwatched.approved and "no approver" in unwatched.reason

@@ -6,6 +6,10 @@ its executor in a RecordedExecutor, so the source's replies and observations are
 new run re-records its own steps, and its sink marks each step that came from the record
 (meta replayed/source_seq) or left it (meta diverged_from). Replay serves everything; a fork at
 step k serves steps 1..k (k's output edited if the user says so) and goes live after.
+
+The source's snapshot is a record (of an old run, or of an imported bundle): it is read, never
+run. The new run binds to today's configuration (`bind`): the source's agent row, else the agent
+of the same name, else one the user chose; its models, tools, policies and limits are today's.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from agentlab.forks.recorded_tools import (
     RecordedTool,
     ToolRecording,
 )
+from agentlab.live import control as live
 from agentlab.llm.replay import RecordedCall, Recording, replay_models
-from agentlab.runs import tasks
-from agentlab.runs.snapshot import snapshot
+from agentlab.models import Agent
+from agentlab.runs.snapshot import RECORDED_FIELDS, snapshot
 from agentlab.runtime.context import RunContext
 from agentlab.runtime.sinks import durable
 from agentlab.tools.executor import ToolExecutor
@@ -33,8 +38,6 @@ from traces.schema import FINISHED_STATUSES
 from traces.schema import Step as StepRecord
 
 RESUMABLE = ("interrupted", "cancelled", "timed_out", "failed")
-# Keys a replay or fork adds to its snapshot; not inherited by a fork of that run.
-REPLAY_KEYS = ("replay_of", "replay", "first_divergence", "fork")
 
 
 class ForkError(ValueError):
@@ -81,7 +84,7 @@ class ReplayPlan:
         ctx.sink = MarkingSink(ctx.sink, self)
         if self.tools is not None:
             ctx.executor = RecordedExecutor(ctx.executor, self.tools)
-            ctx.approver = self.tools.approve
+            ctx.approver = self.tools.approver(ctx.approver)
         # Multi-Agent members with their own models and tools follow the same record.
         ctx.agents = {name: dataclasses.replace(
             spec,
@@ -165,31 +168,77 @@ class MarkingSink:
         Run.objects.filter(pk=self.plan.run.pk).update(agent_snapshot=snap)
 
 
-def _clean_snapshot(snap: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in snap.items() if k not in REPLAY_KEYS}
+# ------------------------------------------------------------------ binding to today
+
+
+class NeedsAgent(ForkError):
+    """The run's agent is not configured here (an imported run, or its agent was deleted):
+    the user has to choose the agent whose configuration it goes live with."""
+
+
+BindingKind = Literal["the run's agent", "the agent of the same name", "chosen"]
+
+
+def bound_agent(source: Run, chosen: int | None = None) -> tuple[Agent, BindingKind]:
+    """The agent a run goes live with: its agent row if it still exists, else the agent with
+    its agent name, else the one the user chose. Never anything the snapshot names."""
+    if source.agent_id is not None and (agent := Agent.objects.filter(
+            pk=source.agent_id).first()) is not None:
+        return agent, "the run's agent"
+    if source.agent_name and (agent := Agent.objects.filter(
+            name=source.agent_name).first()) is not None:
+        return agent, "the agent of the same name"
+    if chosen is not None:
+        agent = Agent.objects.filter(pk=chosen).first()
+        if agent is None:
+            raise ForkError(f"there is no agent {chosen}; choose one of the list")
+        return agent, "chosen"
+    where = "was imported" if "imported_from" in _record(source) else "has no agent any more"
+    name = f" {source.agent_name!r}" if source.agent_name else ""
+    raise NeedsAgent(
+        f"run {source.pk} {where}: its agent{name} is not configured here, and its snapshot is "
+        "a record, never a configuration. It can go live only with the models, tools, "
+        "approvals and limits of an agent configured here: choose one.")
+
+
+def _record(source: Run) -> dict[str, Any]:
+    snap = source.agent_snapshot
+    return snap if isinstance(snap, dict) else {}
+
+
+def bind(source: Run, *, recorded: bool, chosen: int | None = None) -> dict[str, Any]:
+    """Today's snapshot of the bound agent; with `recorded`, the record's behaviour over it
+    (runs.snapshot.RECORDED_FIELDS). `bound` in it says to whom and what came from where."""
+    agent, how = bound_agent(source, chosen)
+    record = {"paradigm": source.paradigm, **_record(source)}
+    try:
+        snap = snapshot(agent, recorded=record if recorded else None)
+    except ValueError as exc:  # a forged record, or a member agent deleted since
+        raise ForkError(f"run {source.pk} cannot go live with agent {agent.name!r}: {exc}") \
+            from None
+    snap["bound"] = {"agent_id": agent.pk, "agent": agent.name, "how": how,
+                     "recorded": list(RECORDED_FIELDS) if recorded else []}
+    return snap
 
 
 def _new_run(source: Run, user: Any, snap: dict[str, Any], fork_seq: int | None) -> Run:
     return Run.objects.create(
-        user=user, agent_id=source.agent_id, agent_name=snap.get("name") or source.agent_name,
-        paradigm=snap.get("paradigm") or source.paradigm, agent_snapshot=snap,
+        user=user, agent_id=snap["agent_id"], agent_name=snap["name"],
+        paradigm=snap["paradigm"], agent_snapshot=snap,
         input=source.input, history=source.history, parent_run=source, fork_seq=fork_seq)
 
 
 def plan_replay(source: Run, user: Any, *, tools: Literal["live", "recorded"] = "recorded",
-                agent: Literal["current", "recorded"] = "current") -> ReplayPlan:
+                agent: Literal["current", "recorded"] = "current",
+                chosen: int | None = None) -> ReplayPlan:
     """A replay of `source`: every recorded reply served, checked against the new requests.
-    `agent="current"` runs the agent as it is configured now (to see what a prompt or tool
-    change does), falling back to the recorded snapshot when the agent row is gone."""
+    Both modes run with today's configuration of the bound agent (bound_agent); `agent=
+    "current"` also takes its prompt and params from today (to see what a change does),
+    `"recorded"` keeps the record's."""
     if tools not in ("live", "recorded") or agent not in ("current", "recorded"):
         raise ForkError(f"unknown replay option tools={tools!r}, agent={agent!r}")
-    current = agent == "current" and source.agent is not None
-    try:
-        base = snapshot(source.agent) if current else source.agent_snapshot
-    except ValueError as exc:  # e.g. a member agent deleted since
-        raise ForkError(f"the agent cannot run as it is configured now: {exc}") from None
-    snap = {**_clean_snapshot(base), "replay_of": source.pk,
-            "replay": {"tools": tools, "agent": "current" if current else "recorded"}}
+    snap = {**bind(source, recorded=agent == "recorded", chosen=chosen),
+            "replay_of": source.pk, "replay": {"tools": tools, "agent": agent}}
     steps = list(source.steps.all())
     tool_rec = ToolRecording(recorded_tools(steps), approvals=recorded_approvals(steps)) \
         if tools == "recorded" else None
@@ -198,9 +247,11 @@ def plan_replay(source: Run, user: Any, *, tools: Literal["live", "recorded"] = 
 
 
 def plan_fork(source: Run, user: Any, seq: int, *, edited_observation: str | None = None,
-              edited_reply: Mapping[str, Any] | None = None, resume: bool = False) -> ReplayPlan:
+              edited_reply: Mapping[str, Any] | None = None, resume: bool = False,
+              chosen: int | None = None) -> ReplayPlan:
     """A fork of `source` at step `seq`: steps 1..seq re-recorded from the record (that step's
-    observation or reply replaced when edited), live from there."""
+    observation or reply replaced when edited), live from there, with today's configuration
+    of the bound agent and the record's prompt and params."""
     steps = list(source.steps.all())
     step = next((s for s in steps if s.seq == seq), None)
     if step is None:
@@ -211,7 +262,7 @@ def plan_fork(source: Run, user: Any, seq: int, *, edited_observation: str | Non
         raise ForkError(f"step {seq} is a {step.kind} step; only an llm step has a reply")
     edited = "observation" if edited_observation is not None else (
         "reply" if edited_reply is not None else None)
-    snap = {**_clean_snapshot(source.agent_snapshot),
+    snap = {**bind(source, recorded=True, chosen=chosen),
             "fork": {"of": source.pk, "seq": seq, "edited": edited, "resume": resume}}
     recording = Recording(recorded_calls(steps), fork_at=seq, edited_reply=edited_reply)
     tools = ToolRecording(recorded_tools(steps), fork_at=seq,
@@ -220,7 +271,7 @@ def plan_fork(source: Run, user: Any, seq: int, *, edited_observation: str | Non
     return ReplayPlan(_new_run(source, user, snap, seq), recording, tools)
 
 
-def plan_resume(source: Run, user: Any) -> ReplayPlan:
+def plan_resume(source: Run, user: Any, *, chosen: int | None = None) -> ReplayPlan:
     """An unfinished run continued: a fork at its last step."""
     if source.status not in RESUMABLE:
         raise ForkError(f"run {source.pk} is {source.get_status_display()}; only an "
@@ -228,15 +279,17 @@ def plan_resume(source: Run, user: Any) -> ReplayPlan:
     last = source.steps.order_by("-seq").values_list("seq", flat=True).first()
     if last is None:
         raise ForkError(f"run {source.pk} has no steps to resume from; run it again instead")
-    return plan_fork(source, user, last, resume=True)
+    return plan_fork(source, user, last, resume=True, chosen=chosen)
 
 
 # ------------------------------------------------------------------ launching
 
 
 def start(plan: ReplayPlan) -> Run:
-    """Launch the planned run as a task of the running loop (call from async code)."""
-    tasks.launch(plan.run, prepare=plan.prepare)
+    """Launch the planned run as a task of the running loop (call from async code), under a
+    RunControl like any live run: its page can pause it, and a call that needs approval and
+    is not served from the record waits for a person there."""
+    live.start(plan.run, prepare=plan.prepare)
     return plan.run
 
 
@@ -248,5 +301,5 @@ async def fork_run(source: Run, user: Any, seq: int, **edits: Any) -> Run:
     return start(await sync_to_async(plan_fork)(source, user, seq, **edits))
 
 
-async def resume_run(source: Run, user: Any) -> Run:
-    return start(await sync_to_async(plan_resume)(source, user))
+async def resume_run(source: Run, user: Any, **options: Any) -> Run:
+    return start(await sync_to_async(plan_resume)(source, user, **options))

@@ -9,15 +9,16 @@ hold runs live through the real executor: after a fork's step, or once the agent
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentlab.runtime.context import Approval
+from agentlab.runtime.context import Approval, deny_all
 from agentlab.tools.executor import ToolExecutor, ToolResult
 from traces.schema import Step, normalise_args
 
 WINDOW = 8
+Approver = Callable[[Step], Awaitable[Approval]]
 
 
 @dataclass(frozen=True)
@@ -98,19 +99,27 @@ class ToolRecording:
         queue = self._outcomes.get(call_key(name, arguments))
         return queue.popleft() if queue else None
 
-    async def approve(self, step: Step) -> Approval:
-        """The recorded decision for a call that will be served from the record; anything else
-        is denied — a replay must not run a side effect nobody approved."""
+    def recorded_decision(self, step: Step) -> Approval | None:
+        """The recorded decision for a call that will be served from the record (so it acts on
+        nothing), or None: the call would run live, and only a person may approve that."""
         key = call_key(step.name, step.input)
         for i, recorded in enumerate(self.approvals):
             if call_key(recorded.name, recorded.arguments) == key:
                 if self._find(step.name, recorded.decision.get("arguments") or step.input) is None:
-                    break  # the call itself would run live: ask nobody, deny
+                    return None
                 del self.approvals[i]
                 d = recorded.decision
                 return Approval(bool(d.get("approved")), arguments=d.get("arguments"),
                                 reason=str(d.get("reason") or ""))
-        return Approval(False, reason="no approver is attached to this replay")
+        return None
+
+    def approver(self, live: Approver = deny_all) -> Approver:
+        """The run's approver: the record's decision for a served call, else `live` (the
+        person watching the run, through its RunControl; nobody: denied)."""
+        async def approve(step: Step) -> Approval:
+            decision = self.recorded_decision(step)
+            return decision if decision is not None else await live(step)
+        return approve
 
 
 class RecordedExecutor(ToolExecutor):

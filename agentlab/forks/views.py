@@ -17,14 +17,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from agentlab.forks import plans as forks
-from agentlab.llm.client import OpenAIChatModel
-from agentlab.llm.errors import LLMError
-from agentlab.models import ModelProfile
+from agentlab.forks import playground as pg
+from agentlab.models import Agent, ModelProfile
 from agentlab.profiles import to_config
 from traces.access import visible_run
 from traces.models import Run, Step
-
-PARAM_KEYS = ("tools", "tool_choice", "response_format", "stop", "temperature", "max_tokens")
 
 
 def _get_run(user: Any, pk: int) -> Run:
@@ -45,29 +42,68 @@ def _to_run(run: Run) -> HttpResponseRedirect:
 _render = sync_to_async(render)
 
 
-@require_POST
-async def replay(request: HttpRequest, pk: int) -> HttpResponse:
-    user = await request.auser()
-    source = await sync_to_async(_get_run)(user, pk)
+def _chosen(data: Any) -> tuple[int | None, list[str]]:
+    """The agent the user chose for a run whose own agent is not configured here."""
+    raw = (data.get("bind_agent") or "").strip()
+    if not raw:
+        return None, []
     try:
-        new = await forks.replay_run(source, user, tools=request.POST.get("tools", "recorded"),
-                                     agent=request.POST.get("agent", "current"))
+        return int(raw), []
+    except ValueError:
+        return None, [f"agent: {raw[:40]!r} is not one of the list"]
+
+
+def _binding(source: Run) -> dict[str, Any]:
+    """What the forms say about the agent a run goes live with (or the agents to choose from)."""
+    try:
+        agent, how = forks.bound_agent(source)
+    except forks.NeedsAgent as exc:
+        return {"bound": None, "needs_agent": str(exc),
+                "agents": list(Agent.objects.order_by("name").only("pk", "name", "paradigm"))}
+    return {"bound": agent, "how": how, "needs_agent": "", "agents": []}
+
+
+async def _choose_agent(request: HttpRequest, source: Run, action: str,
+                        errors: list[str]) -> HttpResponse:
+    """The page that asks which agent a run without one goes live with (replay, resume)."""
+    binding = await sync_to_async(_binding)(source)
+    return await _render(request, "forks/bind.html", {
+        "run": source, "action": action, "errors": errors, **binding,
+        "options": {k: request.POST.get(k, "") for k in ("tools", "agent")},
+        "chosen": request.POST.get("bind_agent", ""),
+    }, status=400 if errors or not binding["agents"] else 200)
+
+
+async def _go_live(request: HttpRequest, source: Run, action: str, **options: Any
+                   ) -> HttpResponse:
+    chosen, errors = _chosen(request.POST)
+    if errors:
+        return await _choose_agent(request, source, action, errors)
+    user = await request.auser()
+    start = forks.replay_run if action == "replay" else forks.resume_run
+    try:
+        new = await start(source, user, chosen=chosen, **options)
+    except forks.NeedsAgent:
+        return await _choose_agent(request, source, action, [])
     except forks.ForkError as exc:
+        if chosen is not None:  # shown beside the choice, which the user may change
+            return await _choose_agent(request, source, action, [str(exc)])
         await sync_to_async(messages.error)(request, str(exc))
         return _to_run(source)
     return _to_run(new)
+
+
+@require_POST
+async def replay(request: HttpRequest, pk: int) -> HttpResponse:
+    source = await sync_to_async(_get_run)(await request.auser(), pk)
+    return await _go_live(request, source, "replay", tools=request.POST.get("tools", "recorded"),
+                          agent=request.POST.get("agent", "current"))
 
 
 @require_POST
 async def resume(request: HttpRequest, pk: int) -> HttpResponse:
-    user = await request.auser()
-    source = await sync_to_async(_get_run)(user, pk)
-    try:
-        new = await forks.resume_run(source, user)
-    except forks.ForkError as exc:
-        await sync_to_async(messages.error)(request, str(exc))
-        return _to_run(source)
-    return _to_run(new)
+    source = await sync_to_async(_get_run)(await request.auser(), pk)
+    return await _go_live(request, source, "resume")
 
 
 # ------------------------------------------------------------------ fork from a step
@@ -123,45 +159,27 @@ async def fork(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
     values, errors = _fork_form(step), []
     if request.method == "POST":
         edits, errors = _fork_edits(step, request.POST)
+        chosen, choice_errors = _chosen(request.POST)
+        errors += choice_errors
         if not errors:
             try:
-                new = await forks.fork_run(source, user, seq, **edits)
+                new = await forks.fork_run(source, user, seq, chosen=chosen, **edits)
+            except forks.NeedsAgent:
+                errors = ["agent: choose the agent this fork runs with"]
             except forks.ForkError as exc:
                 errors = [str(exc)]
             else:
                 return _to_run(new)
         values = {k: request.POST.get(k, v) for k, v in values.items()}
     editable = step.kind in ("tool", "llm")
+    binding = await sync_to_async(_binding)(source)
     return await _render(request, "forks/fork.html", {
         "run": source, "step": step, "values": values, "errors": errors, "editable": editable,
+        "chosen": request.POST.get("bind_agent", ""), **binding,
     }, status=400 if errors else 200)
 
 
 # ------------------------------------------------------------------ playground
-
-
-def _parse_json(label: str, raw: str, kind: type, errors: list[str]) -> Any:
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        errors.append(f"{label}: not valid JSON ({exc})")
-        return None
-    if not isinstance(value, kind):
-        errors.append(f"{label}: must be a JSON {'list' if kind is list else 'object'}")
-        return None
-    return value
-
-
-def _playground_request(data: Any) -> tuple[list | None, dict | None, list[str]]:
-    errors: list[str] = []
-    msgs = _parse_json("messages", data.get("messages", ""), list, errors)
-    params = _parse_json("parameters", data.get("params", "") or "{}", dict, errors)
-    if msgs is not None and not all(isinstance(m, dict) and "role" in m for m in msgs):
-        errors.append('messages: every message must be an object with a "role"')
-    if params is not None and (unknown := sorted(set(params) - set(PARAM_KEYS))):
-        errors.append(f"parameters: unknown key(s) {', '.join(unknown)}; "
-                      f"allowed: {', '.join(PARAM_KEYS)}")
-    return msgs, params, errors
 
 
 def _playground_page(user: Any, pk: int, seq: int) -> tuple[Run, Step, list[ModelProfile]]:
@@ -172,34 +190,38 @@ def _playground_page(user: Any, pk: int, seq: int) -> tuple[Run, Step, list[Mode
     return run, step, list(ModelProfile.objects.order_by("name"))
 
 
+def _recorded_values(step: Step) -> dict[str, str]:
+    """The form's first values: the recorded request (an imported step may hold anything)."""
+    recorded = step.input if isinstance(step.input, dict) else {}
+    messages = recorded.get("messages")
+    profile = (step.meta or {}).get("profile") if isinstance(step.meta, dict) else ""
+    return {
+        "messages": json.dumps(messages if isinstance(messages, list) else [], indent=2,
+                               ensure_ascii=False),
+        "params": json.dumps({k: recorded.get(k) for k in pg.PARAM_KEYS
+                              if recorded.get(k) is not None}, indent=2, ensure_ascii=False),
+        "profile": profile if isinstance(profile, str) else "",
+    }
+
+
 async def playground(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
     user = await request.auser()
     run, step, profiles = await sync_to_async(_playground_page)(user, pk, seq)
-    recorded = step.input if isinstance(step.input, dict) else {}
-    values = {
-        "messages": json.dumps(recorded.get("messages") or [], indent=2, ensure_ascii=False),
-        "params": json.dumps({k: recorded.get(k) for k in PARAM_KEYS
-                              if recorded.get(k) is not None}, indent=2, ensure_ascii=False),
-        "profile": (step.meta or {}).get("profile") or "",
-    }
+    values = _recorded_values(step)
     errors: list[str] = []
     result = None
     if request.method == "POST":
         values = {k: request.POST.get(k, "") for k in values}
-        msgs, params, errors = _playground_request(request.POST)
+        parsed, errors = pg.parse_request(values["messages"], values["params"])
         profile = next((p for p in profiles if p.name == values["profile"]), None)
         if profile is None:
             errors.append(f"model profile: choose one of {', '.join(p.name for p in profiles)}")
         if not errors:
-            try:
-                config = await sync_to_async(to_config)(profile)
-                result = await OpenAIChatModel(config).chat(msgs, **params)
-            except LLMError as exc:
-                errors.append(f"the model call failed: {exc}")
-            except TypeError as exc:  # e.g. a parameter of the wrong type
-                errors.append(f"parameters: {exc}")
+            config = await sync_to_async(to_config)(profile)
+            result, problem = await pg.call(config, parsed)
+            errors = [problem] if problem else []
+    recorded = step.output if isinstance(step.output, dict) else {}
     return await _render(request, "forks/playground.html", {
         "run": run, "step": step, "profiles": profiles, "values": values, "errors": errors,
-        "recorded": step.output if isinstance(step.output, dict) else {},
-        "result": result.to_dict() if result else None,
+        "recorded": recorded, "result": result.to_dict() if result else None,
     }, status=400 if errors else 200)

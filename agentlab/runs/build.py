@@ -1,7 +1,9 @@
 """Snapshot -> RunContext: the models per role, the one tools executor, the limits.
 
-Built from the snapshot alone (no agent row), so a snapshot from an imported bundle or an old
-run can run again. The paradigm registry is handed to the context for its sub-runs.
+Built from the snapshot alone, which `runs.snapshot` froze from today's rows when the run was
+created (a fork, resume or replay binds anew: agentlab.forks.plans). An imported run's snapshot
+is a record, never a configuration: it is refused here. The paradigm registry is handed to the
+context for its sub-runs.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ def build_context(snap: dict[str, Any], *, sink: Any, user_groups: Iterable[str]
                   is_superuser: bool = False, history: list[dict] | None = None,
                   **hooks: Any) -> RunContext:
     """A RunContext from a snapshot: models per role, the tools executor, limits."""
+    if "imported_from" in snap:  # its endpoints, key names, policies and limits are foreign
+        raise ValueError("an imported run's snapshot is a record, not a configuration: fork, "
+                         "resume or replay it to run it with an agent configured here")
     groups = list(user_groups)
     agents = {
         name: AgentSpec(name=name, paradigm=member["paradigm"], params=member["params"],

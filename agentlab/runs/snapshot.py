@@ -1,53 +1,114 @@
 """Agent row -> JSON snapshot -> queued Run. The run freezes its agent at launch, so later
-admin edits never rewrite history and a snapshot alone can run again (agentlab.runs.build)."""
+admin edits never rewrite history; a snapshot is then a record, and going live again (a fork,
+a resume, a replay) binds anew to today's rows (`snapshot(agent, recorded=...)`)."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from agentlab.models import Agent
-from agentlab.paradigms.registry import validate_params
+from agentlab.paradigms.registry import get_paradigm, validate_params
 from agentlab.profiles import to_config
 from agentlab.tool_rows import policy
 from traces.models import Run
 
 LIMIT_FIELDS = ("max_steps", "max_llm_calls", "total_timeout_s", "tool_timeout_s", "token_budget")
+# What a record may still decide when it goes live again: how the agent behaves, never what
+# it may reach or spend (endpoints, keys, tools' policies, limits come from today's rows).
+RECORDED_FIELDS = ("paradigm", "system_prompt", "params", "tools offered")
+MAX_PROMPT_CHARS = 100_000  # a recorded system prompt longer than this is refused
 
 
-def snapshot(agent: Agent, *, _seen: frozenset[int] = frozenset()) -> dict[str, Any]:
-    """Everything needed to run `agent` again, as JSON (key *variable names* only, never keys).
-    A Multi-Agent's members that name configured agents are frozen inside it, under "agents"."""
+class BindError(ValueError):
+    """A record that cannot be bound to today's configuration; the message says why."""
+
+
+def snapshot(agent: Agent, *, recorded: Mapping[str, Any] | None = None,
+             _seen: frozenset[int] = frozenset()) -> dict[str, Any]:
+    """Everything needed to run `agent` as configured today, as JSON (key *variable names*
+    only, never keys). A Multi-Agent's members that name configured agents are frozen inside
+    it, under "agents".
+
+    With `recorded` (an old or imported run's snapshot), the record's behaviour — paradigm,
+    system prompt, paradigm params (validated) and which of today's tools it offers — over
+    today's authority: profiles, tools and their policies, limits and members' authority are
+    always today's rows of `agent` (and of the members' agents)."""
+    behaviour = _today(agent) if recorded is None else recorded_behaviour(recorded)
     default = to_config(agent.model_profile, resolve_local=False)
     profiles = {"default": dataclasses.asdict(default)}
     for rp in agent.role_profiles.select_related("profile"):
         profiles[rp.role] = dataclasses.asdict(to_config(rp.profile, resolve_local=False))
+    offered = _offered(recorded) if recorded is not None else None
     tools = {}
     for row in agent.tools.prefetch_related("allowed_groups"):
+        if offered is not None and row.name not in offered:
+            continue
         p = dataclasses.asdict(policy(row))
         p["allowed_groups"] = sorted(p["allowed_groups"])
         tools[row.name] = p
+    members = recorded.get("agents") if recorded is not None else None
     return {
         "agent_id": agent.pk,
         "name": agent.name,
-        "paradigm": agent.paradigm,
-        "system_prompt": agent.system_prompt,
-        "params": validate_params(agent.paradigm, agent.params or {}),
+        **behaviour,
         "limits": {f: getattr(agent, f) for f in LIMIT_FIELDS},
         "profiles": profiles,
         "tools": tools,
-        "agents": _member_snapshots(agent, _seen | {agent.pk}),
+        "agents": _member_snapshots(agent, behaviour["params"], _seen | {agent.pk},
+                                    members if isinstance(members, Mapping) else None),
     }
 
 
-def _member_snapshots(agent: Agent, seen: frozenset[int]) -> dict[str, Any]:
-    names = {m.get("agent") for m in (agent.params or {}).get("members", [])
+def _today(agent: Agent) -> dict[str, Any]:
+    return {"paradigm": agent.paradigm, "system_prompt": agent.system_prompt,
+            "params": validate_params(agent.paradigm, agent.params or {})}
+
+
+def recorded_behaviour(recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """The paradigm, system prompt and params a record keeps, each checked as the admin
+    checks an agent's (a forged bundle may hold anything)."""
+    paradigm = recorded.get("paradigm")
+    if not isinstance(paradigm, str) or not paradigm:
+        raise BindError("the record names no paradigm")
+    try:
+        get_paradigm(paradigm)
+    except KeyError as exc:
+        raise BindError(f"the record's paradigm cannot run here: {exc.args[0]}") from None
+    prompt = recorded.get("system_prompt") or ""
+    if not isinstance(prompt, str):
+        raise BindError("the record's system prompt is not text")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise BindError(f"the record's system prompt is {len(prompt):,} characters, over the "
+                        f"limit of {MAX_PROMPT_CHARS:,}")
+    params = recorded.get("params") or {}
+    if not isinstance(params, dict):
+        raise BindError("the record's paradigm parameters are not a JSON object")
+    try:
+        params = validate_params(paradigm, params)
+    except ValueError as exc:
+        raise BindError(f"the record's {exc}") from None
+    return {"paradigm": paradigm, "system_prompt": prompt, "params": params}
+
+
+def _offered(recorded: Mapping[str, Any]) -> set[str] | None:
+    """The tool names the record offered (None: it does not say, so today's all)."""
+    tools = recorded.get("tools")
+    return {name for name in tools if isinstance(name, str)} if isinstance(tools, dict) else None
+
+
+def _member_snapshots(agent: Agent, params: dict[str, Any], seen: frozenset[int],
+                      recorded: Mapping[str, Any] | None) -> dict[str, Any]:
+    names = {m.get("agent") for m in params.get("members", [])
              if isinstance(m, dict) and m.get("agent")}
     members = {}
     for member in Agent.objects.filter(name__in=names):
         if member.pk in seen:
             raise ValueError(f"agent {agent.name!r}: member {member.name!r} contains itself")
-        members[member.name] = snapshot(member, _seen=seen)
+        own = recorded.get(member.name) if recorded is not None else None
+        members[member.name] = snapshot(
+            member, recorded=own if isinstance(own, Mapping) else None, _seen=seen)
     if missing := names - set(members):
         raise ValueError(f"agent {agent.name!r}: no agent named {', '.join(sorted(missing))}")
     return members

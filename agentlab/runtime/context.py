@@ -44,6 +44,10 @@ class Approval:
     reason: str = ""
 
 
+def _denied(decision: Approval) -> str:
+    return f"Error: the user denied this call: {decision.reason or 'denied'}"
+
+
 async def deny_all(step: Step) -> Approval:
     """The approver of a run nobody watches: every call that needs approval is denied."""
     return Approval(False, reason="no approver is attached to this run")
@@ -314,25 +318,34 @@ class RunContext(ScopedContext):
 
     async def tool(self, name: str, args: Any, *, parent: int | None = None,
                    role: str = "agent", meta: dict[str, Any] | None = None) -> ToolResult:
-        """One recorded tool call: loop check, approval, checkpoint, run, `tool` step."""
+        """One recorded tool call: loop check, approval, checkpoint, run, `tool` step. Arguments
+        edited at the checkpoint after an approval are approved again before they run."""
         self.raise_if_cancelled()
         nudge = await self._check_loop(name, args, parent)
         if nudge is not None:
             return await self._refused(name, args, nudge, "loop", parent=parent, role=role)
-        if self.executor.needs_approval(name):
+        needs_approval = self.executor.needs_approval(name)
+        if needs_approval:
             decision = await self._approve(name, args, parent=parent, role=role)
             if not decision.approved:
-                observation = f"Error: the user denied this call: {decision.reason or 'denied'}"
-                return await self._refused(name, args, observation, "denied", parent=parent,
-                                           role=role)
+                return await self._refused(name, args, _denied(decision), "denied",
+                                           parent=parent, role=role)
             if decision.arguments is not None:
                 args = decision.arguments
         step = await self.emit(Step(kind="tool", role=role, name=name, parent=parent,
                                     input=args, status="running", meta=dict(meta or {})))
         edited = await self.checkpoint(step)
         if edited is not None:
-            args = step.input = edited
+            approved, args = args, edited
+            step.input = edited
             step.meta["edited"] = True
+            if needs_approval and normalise_args(edited) != normalise_args(approved):
+                # The person approved other arguments: these wait for their own decision.
+                decision = await self._approve(name, args, parent=parent, role=role)
+                if not decision.approved:
+                    return await self._denied_at(step, decision)
+                if decision.arguments is not None:
+                    args = step.input = decision.arguments
         async with slots.waiting():
             await durable(self.sink)  # what led to this call is in the trace before it acts
         started = time.perf_counter()
@@ -350,6 +363,16 @@ class RunContext(ScopedContext):
             step.meta["truncated"] = True  # the full value stays in output
         await self.finish(step, status="ok" if result.ok else "error", started=started,
                           output=result.to_dict(), text=result.observation)
+        return result
+
+    async def _denied_at(self, step: Step, decision: Approval) -> ToolResult:
+        # An emitted tool step whose edited call was denied: finished as the refusal it is.
+        observation = _denied(decision)
+        result = ToolResult(tool=step.name, arguments=step.input, ok=False, output="",
+                            observation=observation, error=observation, error_type="denied")
+        step.meta["denied"] = True
+        await self.finish(step, status="error", output=result.to_dict(), text=observation,
+                          duration_ms=0.0)
         return result
 
     async def _interrupted(self, step: Step, started: float) -> None:

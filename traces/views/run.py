@@ -62,11 +62,29 @@ def _next_after(views: list[StepView], last: int) -> int | None:
 
 
 def _profiles(snapshot: dict[str, Any]) -> list[dict[str, str]]:
+    """The profiles of the run's header. A base URL may hold credentials (https://user:pass@…,
+    ?api_key=…), so only its scheme, host, port and path are shown."""
+    from urllib.parse import urlsplit
+
+    def endpoint(url: Any) -> str:
+        if not url:
+            return "embedded"
+        try:
+            parts = urlsplit(str(url))
+            host = parts.hostname or ""
+            port = f":{parts.port}" if parts.port else ""
+        except ValueError:  # not a URL at all (an imported snapshot may hold anything)
+            return "(not a URL)"
+        if not parts.scheme or not host:
+            return "(not a URL)"
+        host = f"[{host}]" if ":" in host else host
+        return f"{parts.scheme}://{host}{port}{parts.path}"
+
     profiles = snapshot.get("profiles") if isinstance(snapshot, dict) else None
     if not isinstance(profiles, dict):
         return []
     return [{"role": role, "name": str(p.get("name", "")), "model": str(p.get("model", "")),
-             "base_url": str(p.get("base_url") or "embedded")}
+             "base_url": endpoint(p.get("base_url"))}
             for role, p in profiles.items() if isinstance(p, dict)]
 
 
