@@ -34,7 +34,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # The pure core: unit-tested without a database.
 PURE = ("agentlab.llm", "agentlab.tools", "agentlab.runtime", "agentlab.paradigms",
         "traces.schema", "traces.diff")
-PURE_MAY_USE = ("traces.schema", "traces.workers", "traces.diff", "agentlab.paths")
+PURE_MAY_USE = ("traces.schema", "traces.workers", "traces.diff", "traces.redact",
+                "agentlab.paths")
 NOT_PURE = ("django.db", "django.contrib", "channels")
 
 

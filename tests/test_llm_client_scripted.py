@@ -11,6 +11,7 @@ import pytest
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.llm.errors import (
     AuthenticationFailed,
+    BadResponse,
     ContextTooLong,
     EndpointUnreachable,
     LLMError,
@@ -19,7 +20,7 @@ from agentlab.llm.errors import (
     UnknownModel,
 )
 from agentlab.llm.types import ChatResult, ProfileConfig
-from tests.fake_openai import BrokenStream, Delay, Fail, Reply
+from tests.fake_openai import BrokenStream, Delay, Fail, RawServer, Reply
 
 HELLO = [{"role": "user", "content": "hello"}]
 WEATHER_TOOL = {"type": "function", "function": {
@@ -135,6 +136,20 @@ async def test_an_endpoint_that_is_down_names_its_url():
     with pytest.raises(EndpointUnreachable) as info:
         await OpenAIChatModel(profile).chat(HELLO)
     assert f"127.0.0.1:{port}" in str(info.value) and "is the server running" in str(info.value)
+
+
+async def test_an_error_never_shows_the_login_or_key_of_a_base_url():
+    # The message becomes an llm step's text in the trace: a URL's credentials stay out of it.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    profile = ProfileConfig(name="down", model="m", retries=0,
+                            base_url=f"http://alice:hunter2@127.0.0.1:{port}/v1?api_key=sekret")
+    with pytest.raises(EndpointUnreachable) as info:
+        await OpenAIChatModel(profile).chat(HELLO)
+    shown = f"{info.value} {info.value.base_url}"
+    assert f"127.0.0.1:{port}/v1" in shown
+    assert "hunter2" not in shown and "sekret" not in shown and "alice" not in shown
 
 
 async def test_a_bad_key_is_reported_without_leaking_it(fake_llm, fake_profile, monkeypatch):
@@ -519,3 +534,19 @@ def test_a_model_says_its_profiles_window():
     old = ProfileConfig(name="Local SmolLM2", base_url="", model="")
     assert resolve_url(old).context_tokens == 4096
     assert resolve_url(profile).context_tokens is None
+
+
+@pytest.mark.parametrize("body", [
+    b'{"choices": [{"message": "x"}]}',
+    b'{"choices": [{"message": {"content": 42}}]}',
+    b'{"choices": [{"message": {"tool_calls": [{"function": "calculator"}]}}]}',
+])
+async def test_a_reply_of_the_wrong_shape_is_a_bad_response_not_a_crash(body):
+    # A run catches LLMError: an AttributeError from a garbled reply would fail it as a bug.
+    server = RawServer(body)
+    try:
+        profile = ProfileConfig(name="odd", base_url=server.base_url, model="m", retries=0)
+        with pytest.raises(BadResponse, match="not a chat completion this client can read"):
+            await OpenAIChatModel(profile).chat(HELLO)
+    finally:
+        server.close()

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
+from django.db import transaction
 
 from agentlab.forks.recorded_tools import (
     RecordedApproval,
@@ -29,6 +30,7 @@ from agentlab.forks.recorded_tools import (
 from agentlab.live import control as live
 from agentlab.llm.replay import RecordedCall, Recording, replay_models
 from agentlab.models import Agent
+from agentlab.runs import tasks
 from agentlab.runs.snapshot import RECORDED_FIELDS, snapshot
 from agentlab.runtime.context import RunContext
 from agentlab.runtime.sinks import durable
@@ -36,6 +38,7 @@ from agentlab.tools.executor import ToolExecutor
 from traces.models import Run, Step
 from traces.schema import FINISHED_STATUSES
 from traces.schema import Step as StepRecord
+from traces.workers import worker_id
 
 RESUMABLE = ("interrupted", "cancelled", "timed_out", "failed")
 
@@ -222,10 +225,18 @@ def bind(source: Run, *, recorded: bool, chosen: int | None = None) -> dict[str,
 
 
 def _new_run(source: Run, user: Any, snap: dict[str, Any], fork_seq: int | None) -> Run:
-    return Run.objects.create(
-        user=user, agent_id=snap["agent_id"], agent_name=snap["name"],
-        paradigm=snap["paradigm"], agent_snapshot=snap,
-        input=source.input, history=source.history, parent_run=source, fork_seq=fork_seq)
+    """The new run, claimed by this process at once: it counts towards the user's runs going
+    (tasks.ensure_room), like any run the browser starts."""
+    try:
+        with transaction.atomic():
+            tasks.ensure_room(user)
+            return Run.objects.create(
+                user=user, agent_id=snap["agent_id"], agent_name=snap["name"],
+                paradigm=snap["paradigm"], agent_snapshot=snap, input=source.input,
+                history=source.history, parent_run=source, fork_seq=fork_seq,
+                worker=worker_id())
+    except tasks.RunLimit as exc:
+        raise ForkError(str(exc)) from None
 
 
 def plan_replay(source: Run, user: Any, *, tools: Literal["live", "recorded"] = "recorded",

@@ -7,7 +7,6 @@ import asyncio
 import json
 import logging
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.llm.errors import LLMError
 from agentlab.llm.types import ChatResult, ProfileConfig
+from traces.redact import redact_urls
 
 log = logging.getLogger(__name__)
 
@@ -26,15 +26,6 @@ MAX_MESSAGES = 500
 MAX_STOP = 16
 MAX_TOKENS = 1_000_000
 CALL_TIMEOUT_S = 180.0  # the whole call: retries and fallback profiles included
-
-_USERINFO = re.compile(r"(?<=://)[^/\s@]+@")
-_SECRET_QUERY = re.compile(r"([?&][^=&\s]*(?:key|token|secret|password|sig)[^=&\s]*=)[^&\s]+",
-                           re.IGNORECASE)
-
-
-def without_credentials(text: str) -> str:
-    """`text` with credentials in URLs (https://user:pass@host, ?api_key=…) blanked."""
-    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub("", text))
 
 
 @dataclass(frozen=True)
@@ -149,11 +140,11 @@ async def call(config: ProfileConfig, request: Request) -> tuple[ChatResult | No
         async with asyncio.timeout(CALL_TIMEOUT_S):
             return await OpenAIChatModel(config).chat(request.messages, **request.params), ""
     except LLMError as exc:
-        return None, without_credentials(f"the model call failed: {exc}")
+        return None, f"the model call failed: {exc}"  # LLMError keeps URLs' secrets out
     except TimeoutError:
         return None, f"the model call failed: no reply within {CALL_TIMEOUT_S:g} s"
     except Exception as exc:  # an endpoint may answer anything; the page says so, never a 500
         log.warning("playground: unreadable reply from profile %r", config.name, exc_info=True)
-        return None, without_credentials(
+        return None, redact_urls(
             f"the endpoint's reply is not a chat completion this client can read "
             f"({type(exc).__name__}: {exc})")

@@ -8,9 +8,13 @@ from typing import Any
 
 import openai
 
+from traces.redact import redact_url, redact_urls
+
 
 class LLMError(Exception):
-    """An LLM call failed; `str()` is fit to show a user, and never contains a key."""
+    """An LLM call failed; `str()` is fit to show a user, and never contains a key: nor a
+    login or key-like parameter of a URL (a base URL may carry one), which the trace would
+    keep in the step's text."""
 
     kind = "error"
     retryable = False
@@ -18,9 +22,9 @@ class LLMError(Exception):
     def __init__(self, message: str, *, profile: str = "", base_url: str = "",
                  retryable: bool | None = None, status: int | None = None,
                  retry_after_s: float | None = None) -> None:
-        super().__init__(message)
+        super().__init__(redact_urls(message))
         self.profile = profile
-        self.base_url = base_url
+        self.base_url = redact_url(base_url)
         if retryable is not None:
             self.retryable = retryable
         self.status = status  # the HTTP status, when there was one

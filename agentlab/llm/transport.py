@@ -15,10 +15,13 @@ Two costs of the SDK are paid once instead of per call (measured in `manage.py b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import time
 import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import openai
@@ -76,10 +79,22 @@ class ClientPool:
 POOL = ClientPool()
 
 
+@contextlib.contextmanager
+def _readable() -> Iterator[None]:
+    """A reply of the wrong shape (a string where an object goes, a list for a number) is the
+    endpoint's fault: a BadResponse that says so, never an AttributeError in a run."""
+    try:
+        yield
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+        raise BadResponse(f"the endpoint's reply is not a chat completion this client can read "
+                          f"({type(exc).__name__}: {str(exc)[:120]})") from None
+
+
 async def complete(client: openai.AsyncOpenAI, body: dict[str, Any]) -> ChatResult:
     """One unstreamed completion, read as the JSON object it is (as stream chunks are)."""
     response = await client.post(_PATH, body=body, cast_to=object, options=_OPTIONS)
-    return from_response(response)
+    with _readable():
+        return from_response(response)
 
 
 async def stream(client: openai.AsyncOpenAI, body: dict[str, Any], on_token: TokenCallback,
@@ -93,39 +108,19 @@ async def stream(client: openai.AsyncOpenAI, body: dict[str, Any], on_token: Tok
     chunks = await client.post(_PATH, body={**body, "stream": True, **extra}, cast_to=object,
                                options=_OPTIONS, stream=True,
                                stream_cls=openai.AsyncStream[object])
+    got = _Stream()
     text: list[str] = []
-    calls: dict[int, dict[str, str]] = {}
-    finish = model = None
-    reported: Usage | None = None
     ttft = None
     async with chunks:
         async for chunk in chunks:
-            if not isinstance(chunk, dict):
-                raise BadResponse(f"the stream sent {str(chunk)[:80]!r}, not a JSON object",
-                                  retryable=True)
-            model = chunk.get("model") or model
-            reported = _usage(chunk) or reported
-            for choice in (chunk.get("choices") or [])[:1]:
-                delta = choice.get("delta") or {}
-                finish = choice.get("finish_reason") or finish
-                content, deltas = delta.get("content"), delta.get("tool_calls")
-                if content or deltas:
-                    ttft = ttft or (time.perf_counter() - started) * 1000
-                if content:
-                    text.append(content)
-                    await emit(on_token, content)
-                for tc in deltas or []:
-                    if not isinstance(tc, dict):
-                        continue
-                    slot = calls.setdefault(tc.get("index") or 0,
-                                            {"id": "", "name": "", "args": ""})
-                    slot["id"] = tc.get("id") or slot["id"]
-                    if function := tc.get("function"):
-                        # OpenAI sends the name once; llama.cpp repeats it in every delta.
-                        name = function.get("name") or ""
-                        if name != slot["name"]:
-                            slot["name"] += name
-                        slot["args"] += function.get("arguments") or ""
+            with _readable():
+                content, started_output = got.take(chunk)
+            if started_output:
+                ttft = ttft or (time.perf_counter() - started) * 1000
+            if content:
+                text.append(content)
+                await emit(on_token, content)
+    calls, finish, model, reported = got.calls, got.finish, got.model, got.usage
     if not (text or calls or finish):
         return None
     if finish is None:  # every compatible server ends with a finish reason: this was cut short
@@ -141,6 +136,45 @@ async def stream(client: openai.AsyncOpenAI, body: dict[str, Any], on_token: Tok
     return ChatResult(text="".join(text), tool_calls=tool_calls, finish_reason=finish,
                       usage=reported, ttft_ms=ttft, model=model or body["model"],
                       usage_estimated=estimated)
+
+
+@dataclass
+class _Stream:
+    """What a stream's chunks said so far, but the text (the caller streams that on)."""
+
+    calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    finish: str | None = None
+    model: str | None = None
+    usage: Usage | None = None
+
+    def take(self, chunk: Any) -> tuple[str, bool]:
+        """Read one chunk: (its text, whether it carried output at all)."""
+        if not isinstance(chunk, dict):
+            raise BadResponse(f"the stream sent {str(chunk)[:80]!r}, not a JSON object",
+                              retryable=True)
+        self.model = chunk.get("model") or self.model
+        self.usage = _usage(chunk) or self.usage
+        content, output = "", False
+        for choice in (chunk.get("choices") or [])[:1]:
+            delta = choice.get("delta") or {}
+            self.finish = choice.get("finish_reason") or self.finish
+            content, deltas = delta.get("content") or "", delta.get("tool_calls")
+            if not isinstance(content, str):
+                raise TypeError(f"content is {type(content).__name__}, not text")
+            output = bool(content or deltas)
+            for tc in deltas or []:
+                if not isinstance(tc, dict):
+                    continue
+                slot = self.calls.setdefault(tc.get("index") or 0,
+                                             {"id": "", "name": "", "args": ""})
+                slot["id"] = tc.get("id") or slot["id"]
+                if function := tc.get("function"):
+                    # OpenAI sends the name once; llama.cpp repeats it in every delta.
+                    name = function.get("name") or ""
+                    if name != slot["name"]:
+                        slot["name"] += name
+                    slot["args"] += function.get("arguments") or ""
+        return content, output
 
 
 async def emit(on_token: TokenCallback, delta: str) -> None:
@@ -159,16 +193,30 @@ def from_response(data: Any) -> ChatResult:
                              function.get("arguments") or "")
              for i, tc in enumerate(message.get("tool_calls") or [])
              if isinstance(tc, dict) and (function := tc.get("function"))]
-    return ChatResult(text=message.get("content") or "", tool_calls=calls,
+    return ChatResult(text=_text(message.get("content")), tool_calls=calls,
                       finish_reason=choice.get("finish_reason"), usage=_usage(data) or Usage(),
                       model=data.get("model") or "")
+
+
+def _text(content: Any) -> str:
+    """A reply's content as text: a string, or the text of content parts; else a shape error."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):  # content parts: [{"type": "text", "text": …}] or strings
+        return "".join(p if isinstance(p, str) else str(p.get("text") or "") for p in content)
+    raise TypeError(f"content is {type(content).__name__}, not text")
 
 
 def _usage(data: dict[str, Any]) -> Usage | None:
     """The usage a response or a stream chunk reports, if any."""
     if not isinstance(usage := data.get("usage"), dict):
         return None
-    return Usage(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)
+    return Usage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
+
+
+def _count(value: Any) -> int:
+    """A token count as a whole number ≥ 0 (a server's null, string or negative: 0)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _estimate_tokens(text: str) -> int:

@@ -13,9 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -32,7 +30,7 @@ from agentlab.models import Agent, ModelProfile, Tool
 from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
 from agentlab.runs.tasks import execute_run
-from tests.fake_openai import FakeOpenAI, Reply
+from tests.fake_openai import FakeOpenAI, RawServer, Reply
 from traces.bundle import export_bundle
 from traces.models import Run, Step
 
@@ -574,7 +572,7 @@ class TestEditAfterApproval:
             async def status(self, status, detail):
                 pass
 
-            async def approval(self, step):
+            async def approval(self, step, expires_at):
                 pass
 
         holder: dict = {}
@@ -641,35 +639,6 @@ class TestEditAfterApproval:
 # ------------------------------------------------------------------ the playground
 
 
-class RawServer:
-    """An HTTP server on loopback that answers every POST with the same raw body."""
-
-    def __init__(self, body: bytes, content_type: str = "application/json") -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                self.send_response(200)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 MESSAGES = '[{"role": "user", "content": "hi"}]'
 UNREADABLE = "the endpoint&#x27;s reply is not a chat completion this client can read"
 
@@ -724,8 +693,10 @@ class TestPlayground:
         (b"[]", 400, "the model call failed: the endpoint answered without any choice"),
         (b'"just text"', 400, "the model call failed: the endpoint answered without any"),
         (b"not json at all", 400, UNREADABLE + " (JSONDecodeError"),
+        # A usage a server garbles is no usage: the answer itself is fine.
         (b'{"choices": [{"message": {"content": "hi"}}], "usage": {"prompt_tokens": "x"}}',
-         400, UNREADABLE),
+         200, "hi"),
+        (b'{"choices": [{"message": {"content": 42}}]}', 400, UNREADABLE),
         (b'{"choices": [{"message": {"content": ["odd", "parts"]}}]}', 200, "odd"),
     ])
     def test_an_odd_reply_is_a_sentence_on_the_page(self, client_sync, llm_step, body, status,
