@@ -85,7 +85,7 @@ def live_server_url(django_db_setup, django_db_blocker, tmp_path_factory) -> Ite
         process = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
              "agentlab.asgi:application"],
-            cwd=Path(__file__).resolve().parents[2], env=env, stdout=out,
+            cwd=Path(__file__).resolve().parents[1], env=env, stdout=out,
             stderr=subprocess.STDOUT)
     try:
         _wait_until_up(url, process, log)
