@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from agentlab.chat import turns
 from agentlab.chat.models import Conversation
 from agentlab.live import control as live
-from agentlab.live.consumers import LiveConsumer
+from agentlab.live.frames import LiveConsumer
 from agentlab.runs import tasks
 
 

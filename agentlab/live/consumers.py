@@ -1,29 +1,23 @@
-"""The WebSocket consumer of one live run, and the JSON-frame base the chat's consumer shares
-(the contract: docs/LIVE_PROTOCOL.md).
+"""The WebSocket consumer of one live run (the contract: docs/LIVE_PROTOCOL.md).
 
 Thin by design: a handler reads or writes a row, forwards a control to `control.RunControl`,
 or relays a group message. Runs are asyncio tasks owned by `agentlab.runs.tasks`; nothing here
-waits on one. Who may send what is `traces.access`'s policy, asked before the socket is accepted
-and again, against the database, before every frame is acted on.
+waits on one. Who may send what is `traces.access`'s policy, asked by the frame base
+(`frames.LiveConsumer`) before the socket is accepted and again before every frame.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import deque
-from importlib import import_module
-from types import SimpleNamespace
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from django.contrib import auth
-from django.contrib.auth.models import AnonymousUser
 from django.db.models import QuerySet
 
 from agentlab.live import control as live
+from agentlab.live.frames import LiveConsumer
 from agentlab.runs import tasks
 from traces import access, fanout
 from traces.display.renderer import StepRenderer
@@ -31,10 +25,8 @@ from traces.fanout import group_name
 from traces.models import Run, Step
 from traces.schema import FINISHED_STATUSES
 
-REFUSED = 4403  # anonymous, another user's, or missing: all look the same
 OVERFLOW = 1013  # "try again later": the browser reconnects and re-syncs from the database
 CONTROL_ACTIONS = ("pause", "resume", "step", "cancel", "edit", "approve", "deny")
-CLIP = 300  # characters of a bad frame echoed back
 RUN_EVENTS = ("run.step", "run.token", "run.status", "run.approval")  # the group's messages
 # What each frame of the run socket needs (traces.access.RULES says who has it).
 RUN_FRAMES: dict[str, access.Action] = {
@@ -42,90 +34,6 @@ RUN_FRAMES: dict[str, access.Action] = {
     **dict.fromkeys(("pause", "resume", "step", "cancel", "edit"), "control"),
     "approve": "approve", "deny": "approve",
 }
-
-
-class LiveConsumer(AsyncWebsocketConsumer):
-    """JSON frames in and out. The socket is admitted (or not) before it is accepted: a refused
-    one is accepted only to be closed with 4403, joins nothing and acts on nothing it sends.
-    Every frame is size-checked, parsed, and its action authorised afresh against the database
-    before its handler runs; a bad frame gets an error frame and the socket stays open."""
-
-    frames: dict[str, access.Action] = {}  # action -> the permission it needs
-    admission: access.Action = "watch"  # what a socket needs to be accepted at all
-    admitted = False
-
-    def target(self) -> tuple[QuerySet[Any], int]:
-        """The rows and the id whose owner decides (the run, the conversation)."""
-        raise NotImplementedError
-
-    async def connect(self) -> None:
-        admitted = await self.authorized(self.admission)  # decided before anything is joined
-        await self.accept()  # then close with a code the browser sees (no blind reconnects)
-        if not admitted:
-            return await self.refuse()
-        self.admitted = True
-        await self.join()
-
-    async def join(self) -> None:
-        """Start listening (an admitted socket only)."""
-
-    async def leave(self) -> None:
-        """Stop listening; safe to call twice."""
-
-    async def disconnect(self, code: int) -> None:
-        self.admitted = False
-        await self.leave()  # the run goes on without its watcher
-
-    async def refuse(self) -> None:
-        self.admitted = False
-        await self.leave()
-        await self.send_json({"type": "error", "error": "not found, or not yours to watch"})
-        await self.close(code=REFUSED)
-
-    async def authorized(self, action: access.Action) -> bool:
-        rows, pk = self.target()
-        return await authorized(self.scope, action, rows, pk)
-
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if not self.admitted:  # refused (or refused since): nothing it sends is read
-            return
-        limit = settings.AGENTLAB_MAX_FRAME_CHARS
-        size = len(text_data) if text_data is not None else len(bytes_data or b"")
-        if size > limit:
-            head = text_data[:CLIP] if text_data is not None else repr((bytes_data or b"")[:CLIP])
-            return await self.error(f"the frame is {size:,} characters; a frame may have at "
-                                    f"most {limit:,}", head)
-        raw = text_data if text_data is not None else (bytes_data or b"").decode("utf-8", "replace")
-        try:
-            frame = json.loads(raw)
-        except ValueError:
-            return await self.error("the frame is not valid JSON", raw)
-        if not isinstance(frame, dict):
-            return await self.error("the frame must be a JSON object", frame)
-        action = frame.get("action")
-        if action not in self.frames:
-            known = ", ".join(self.frames)
-            return await self.error(f"unknown action {action!r} (known: {known})", frame)
-        if not await self.authorized(self.frames[action]):
-            return await self.refused(action, frame)
-        try:
-            await getattr(self, f"do_{action}")(frame)
-        except live.ControlError as exc:
-            await self.error(str(exc), frame)
-
-    async def refused(self, action: str, frame: dict[str, Any]) -> None:
-        # Rights can change while a socket is open (logged out, deactivated, no longer staff,
-        # the row given to someone else): who may no longer watch is refused altogether.
-        if self.frames[action] != self.admission and await self.authorized(self.admission):
-            return await self.error(f"you may not {action} here", frame)
-        await self.refuse()
-
-    async def error(self, message: str, frame: Any) -> None:
-        text = frame if isinstance(frame, str) else json.dumps(frame, default=str)
-        await self.send_json({"type": "error", "error": message, "frame": text[:CLIP]})
-
-    async def send_json(self, content: dict[str, Any]) -> None:
-        await self.send(text_data=json.dumps(content, default=str))
 
 
 class RunConsumer(LiveConsumer):
@@ -321,25 +229,6 @@ def _final(status: str, answer: Any, error: Any, totals: dict[str, Any]) -> dict
 def _approval(event: dict[str, Any]) -> dict[str, Any]:
     return {"seq": event["seq"], "tool": event["tool"], "arguments": event["arguments"],
             "expires_at": event.get("expires_at")}
-
-
-def logged_in_user(scope: dict[str, Any]) -> Any:
-    """Who the socket's session is logged in as now, read again as an HTTP request would read
-    it: a session logged out, a user deleted or deactivated, or a password changed since the
-    socket connected make it anonymous; so does a session now of another user."""
-    session, user = scope.get("session"), scope.get("user")
-    key = getattr(session, "session_key", None)
-    if not key or user is None or not user.is_authenticated:
-        return AnonymousUser()
-    store = import_module(settings.SESSION_ENGINE).SessionStore(key)
-    now = auth.get_user(SimpleNamespace(session=store))  # type: ignore[arg-type]
-    return now if now.is_authenticated and now.pk == user.pk else AnonymousUser()
-
-
-@database_sync_to_async
-def authorized(scope: dict[str, Any], action: access.Action, rows: QuerySet[Any],
-               pk: int) -> bool:
-    return access.may(logged_in_user(scope), action, rows, pk)
 
 
 @database_sync_to_async
