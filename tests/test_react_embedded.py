@@ -50,7 +50,12 @@ async def test_a_react_run_on_the_embedded_model_records_a_complete_trace(
     for s in llm_steps:
         assert s.input["messages"] and s.input["messages"][-1]["content"]
         assert s.output.get("usage", {}).get("prompt_tokens", 0) > 0 or s.status == "error"
-        assert s.duration_ms and s.tokens_in > 0
+        assert s.duration_ms
+        # A call that failed (a timeout on a loaded machine) has no usage; it says why instead.
+        if s.status == "ok":
+            assert s.tokens_in > 0
+        else:
+            assert s.text or (s.output or {}).get("error"), "a failed call says why"
     if mode == "function_calling":
         assert llm_steps[0].input["tools"], "the tools were offered to the model"
     if mode == "json":
