@@ -15,4 +15,6 @@ urlpatterns = [
     path("<int:pk>/steps/<int:seq>/messages/", views.step_messages, name="step_messages"),
     path("<int:pk>/export/", views.run_export, name="run_export"),
     path("<int:pk>/export/otlp/", views.run_export_otlp, name="run_export_otlp"),
+    path("<int:pk>/export/otlp.pb", views.run_export_otlp_protobuf,
+         name="run_export_otlp_protobuf"),
 ]
