@@ -34,6 +34,12 @@ T0 = datetime(2025, 1, 1, tzinfo=UTC).timestamp()
 
 @pytest.fixture
 def run(user):
+    return make_plan_run(user)
+
+
+def make_plan_run(user) -> Run:
+    """A failed Plan-and-Execute run: a plan step with a model call and a tool under it, a
+    thought, a failed call, an error."""
     run = Run.objects.create(user=user, agent_name="Weather", paradigm="plan_execute",
                              input="Weather in Paris?", status="failed", final_answer="sunny?",
                              error="reached the limit", tokens_in=120, tokens_out=30,

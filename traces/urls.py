@@ -7,6 +7,7 @@ from traces import views
 urlpatterns = [
     path("", views.run_list, name="runs"),
     path("import/", views.run_import, name="run_import"),
+    path("otel/", views.otel_status, name="otel_status"),
     path("diff/", views.run_diff, name="run_diff"),
     path("<int:pk>/", views.run_detail, name="run"),
     path("<int:pk>/steps/", views.run_steps, name="run_steps"),

@@ -34,6 +34,7 @@ class Context:
     profiles: dict[str, Any] = field(default_factory=dict)
     tool_schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
     call_ids: dict[int, str] = field(default_factory=dict)  # tool step seq -> its call's id
+    calls: deque[tuple[str, str]] = field(default_factory=deque)  # (name, id) not answered yet
 
     @classmethod
     def of(cls, steps: list[Step], profiles: dict[str, Any]) -> Context:
@@ -43,8 +44,9 @@ class Context:
 
     def learn(self, steps: list[Step]) -> None:
         """Tool schemas from the requests, and each tool step's call id: the first call of
-        that name in an earlier reply not answered yet."""
-        pending: deque[tuple[str, str]] = deque()
+        that name in an earlier reply not answered yet (steps in seq order, in one call or
+        as they finish)."""
+        pending = self.calls
         for step in sorted(steps, key=lambda s: s.seq):
             if step.kind == "llm":
                 request = step.input if isinstance(step.input, dict) else {}
