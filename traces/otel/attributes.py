@@ -8,14 +8,11 @@ from __future__ import annotations
 import json
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from traces.otel import ids
 from traces.schema import Step
-
-if TYPE_CHECKING:
-    from traces.otel.spans import RunInfo
 
 _INVOCATION_KEYS = ("temperature", "max_tokens", "stop", "tool_choice", "response_format")
 # llm.provider by the endpoint's host (OpenInference's values); elsewhere (a local server,
@@ -72,7 +69,8 @@ class Context:
         return p if isinstance(p, dict) else {}
 
 
-def root(info: RunInfo) -> dict[str, Any]:
+def root(info: Any) -> dict[str, Any]:
+    """The run's own span (`info`: a traces.otel.spans.RunInfo)."""
     totals = info.totals
     attrs = {"openinference.span.kind": "AGENT", "agent.name": info.agent_name,
              **io("input", info.input), **io("output", info.final_answer),
@@ -110,6 +108,9 @@ def step(step: Step, context: Context, *, sub_run: bool) -> tuple[dict[str, Any]
         name = f"{step.kind} {step.name}".strip()
     if step.meta:
         attrs["metadata"] = js(step.meta)
+    if step.output is not None and attrs.get("output.value") not in (step.output,
+                                                                      js(step.output)):
+        attrs["agentlab.step.output"] = js(step.output)  # the record, for an import here
     return {k: v for k, v in attrs.items() if v is not None and v != ""}, name
 
 
