@@ -2,7 +2,8 @@
 
 Takes what collectors and tools write: an ExportTraceServiceRequest in protobuf, OTLP/JSON
 (lowerCamelCase or the proto's snake_case names, ids in hex as the OTLP spec says), several
-such documents one per line (the collector's file exporter), or a JSON list of them.
+such documents one per line (the collector's file exporter), a JSON list of them, or a page of
+Phoenix's span API (`{"data": [span, …]}` from /v1/projects/{project}/spans/otlpv1).
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ def _messages(data: bytes | str) -> Iterator[ExportTraceServiceRequest]:
                 raise OTLPError(f"neither JSON nor OTLP protobuf ({exc})") from None
             return
     for doc in _documents(text):
+        if isinstance(doc, dict) and isinstance(doc.get("data"), list):
+            # Phoenix's GET /v1/projects/{project}/spans/otlpv1: a page of OTLP spans
+            doc = {"resource_spans": [{"scope_spans": [{"spans": doc["data"]}]}]}
         if not isinstance(doc, dict) or not ({"resourceSpans", "resource_spans"} & set(doc)):
             raise OTLPError("a JSON document without resourceSpans is not an OTLP trace")
         try:
