@@ -204,3 +204,9 @@ def test_ids_are_stable_per_run_and_differ_between_installations(run, monkeypatc
     mine = spans_of(first)
     assert not {s["spanId"] for s in mine.values()} & {s["spanId"] for s in other.values()}
     assert other["Weather"]["traceId"] != mine["Weather"]["traceId"]
+
+
+def test_export_run_writes_protobuf_to_a_file(run, tmp_path):
+    path = tmp_path / "run.otlp.pb"
+    call_command("export_run", str(run.pk), "--otlp-protobuf", "-o", str(path))
+    assert path.read_bytes() == export_otlp_protobuf(run, run.steps.order_by("seq"))
