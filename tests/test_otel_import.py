@@ -136,3 +136,25 @@ def test_what_is_not_otlp_is_refused_with_the_reason(data, reason, user):
     with pytest.raises(OTLPError, match=reason):
         import_otlp(data, user=user)
     assert not Run.objects.exists()
+
+
+def test_the_upload_form_says_why_a_file_was_refused(client, user):
+    client.force_login(user)
+    upload = SimpleUploadedFile("noise.pb", b"\x00\x01garbage\xff")
+    text = client.post(reverse("run_import"), {"bundle": upload}, follow=True).content.decode()
+    assert "noise.pb was refused" in text and "neither JSON nor OTLP protobuf" in text
+    broken = SimpleUploadedFile("run.json", b'{"format": "agentlab.run-bundle",')
+    text = client.post(reverse("run_import"), {"bundle": broken}, follow=True).content.decode()
+    assert "not valid JSON" in text and "line 1" in text
+    assert not Run.objects.exists()
+
+
+def test_import_run_takes_otlp_and_prints_every_run(agent_spans, user, tmp_path, capsys):
+    from django.core.management import call_command
+
+    path = tmp_path / "traces.pb"
+    path.write_bytes(protobuf(agent_spans))
+    call_command("import_run", str(path), "--user", user.username)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(line.startswith("Imported run ") for line in lines)
+    assert Run.objects.filter(user=user, agent_name="weather-agent").count() == 2

@@ -63,7 +63,9 @@ def import_file(data: bytes, *, user: Any) -> list[Run]:
         try:
             doc = parse_json(data)
         except BundleError:
-            doc = None  # maybe JSON lines of OTLP documents: the OTLP reader says
+            if b"resourceSpans" not in data and b"resource_spans" not in data:
+                raise  # a broken bundle: its error names the line and column
+            doc = None  # JSON lines of OTLP documents: the OTLP reader reads them
     if isinstance(doc, dict) and "format" in doc and not {"resourceSpans",
                                                           "resource_spans"} & set(doc):
         return [import_bundle(doc, user=user)]
