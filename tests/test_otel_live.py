@@ -5,6 +5,7 @@ nothing and is counted on the staff status page."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -122,3 +123,46 @@ async def test_a_failing_collector_costs_the_run_nothing_and_is_counted(
     assert f"{collector.url}/v1/traces" in page
     assert 'data-figure="failed">0<' not in page and "authorization" in page
     assert "sk-test-123" not in page
+
+
+def _plan_agent(fake_llm):
+    from agentlab.models import Agent, ModelProfile
+
+    profile = ModelProfile.objects.create(name="Scripted P&E", base_url=fake_llm.base_url,
+                                          model="scripted-model", retries=0)
+    agent = Agent(name="Planner", paradigm="plan_execute", model_profile=profile,
+                  params={"replan": False})
+    agent.full_clean()
+    agent.save()
+    return agent
+
+
+PLAN_SCRIPT = (json.dumps({"steps": ["Add 1 and 2", "Double it"]}),
+               json.dumps({"thought": "easy", "action": "final_answer", "action_input": "3"}),
+               json.dumps({"thought": "easy", "action": "final_answer", "action_input": "6"}),
+               "The answer is 6.")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_plan_steps_go_live_as_sub_runs_enclosing_their_children(user, fake_llm,
+                                                                       collector):
+    agent = await sync_to_async(_plan_agent)(fake_llm)
+    fake_llm.script(*PLAN_SCRIPT)
+    run = await sync_to_async(create_run)(agent, user, "What is (1+2)*2?")
+    await execute_run(run)
+    run = await Run.objects.select_related("user").aget(pk=run.pk)
+    assert run.status == "succeeded", run.error
+    assert await sync_to_async(live.flush)()
+    spans = {s.span_id.hex(): s for s in collector.spans}
+    steps = [s.to_record() async for s in run.steps.order_by("seq")]
+    want = await sync_to_async(lambda: _spans(export_otlp(run, steps)))()
+    assert set(spans) == {s["spanId"] for s in want}
+    kinds = {sid: {a.key: a.value.string_value for a in s.attributes}[
+        "openinference.span.kind"] for sid, s in spans.items()}
+    subs = [s for sid, s in spans.items() if kinds[sid] == "AGENT" and s.parent_span_id]
+    assert len(subs) >= 3  # the plan and each of its two items
+    for sub in subs:
+        children = [s for s in spans.values() if s.parent_span_id == sub.span_id]
+        assert children
+        assert sub.start_time_unix_nano <= min(c.start_time_unix_nano for c in children)
+        assert sub.end_time_unix_nano >= max(c.end_time_unix_nano for c in children)

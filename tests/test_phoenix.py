@@ -27,6 +27,7 @@ from agentlab.runs.snapshot import create_run
 from agentlab.runs.tasks import execute_run
 from tests.fake_openai import Reply
 from tests.instrumented import instrumented, weather_agent
+from tests.test_otel_live import PLAN_SCRIPT, _plan_agent
 from tests.test_otlp import make_plan_run
 from traces.diff import diff_steps
 from traces.models import Run
@@ -154,8 +155,14 @@ async def test_runs_sent_live_arrive_in_phoenix_whole(to_phoenix, calc_agent, us
     fake_llm.script(*REACT)
     react = await sync_to_async(create_run)(calc_agent, user, "What is 6*7, plus 1?")
     await execute_run(react)
-    plan = await sync_to_async(make_plan_run)(user)
-    runs = [await Run.objects.select_related("user").aget(pk=pk) for pk in (react.pk, plan.pk)]
+    fake_llm.script(*PLAN_SCRIPT)  # Plan-and-Execute: the plan and its items are sub-runs
+    planner = await sync_to_async(_plan_agent)(fake_llm)
+    executed = await sync_to_async(create_run)(planner, user, "What is (1+2)*2?")
+    await execute_run(executed)
+    failed = await sync_to_async(make_plan_run)(user)  # a failed call, an error, a failed run
+    runs = [await Run.objects.select_related("user").aget(pk=pk)
+            for pk in (react.pk, failed.pk, executed.pk)]
+    assert [r.status for r in runs] == ["succeeded", "failed", "succeeded"]
     await _feed(runs[1], [s.to_record() async for s in runs[1].steps.order_by("seq")])
     assert await sync_to_async(live.flush)()
     expected = {}
@@ -191,7 +198,8 @@ async def test_runs_sent_live_arrive_in_phoenix_whole(to_phoenix, calc_agent, us
         if want.error is not None:
             assert [e["name"] for e in span["events"]] == ["exception"]
     traces = {s["context"]["trace_id"] for s in got.values()}
-    assert len(traces) == 3  # two runs here, run 1 again from the second installation
+    assert len(traces) == 4  # three runs here, the first again from the second installation
+    assert sum(s["span_kind"] == "AGENT" for s in got.values()) >= 3 + 3 + 1
     answer = next(s for s in got.values() if s["parent_id"] is None
                   and s["context"]["trace_id"] == f"{expected[next(iter(expected))].trace_id:032x}")
     assert answer["attributes"]["output.value"] == "6*7+1 is 43."
