@@ -38,7 +38,7 @@ def collector(settings, monkeypatch):
         monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2")
         live.reset()
-        live.STATS.__init__()
+        live.STATS.reset()
         yield receiver
         live.reset()
 

@@ -136,7 +136,7 @@ def to_phoenix(phoenix, settings, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", phoenix.url)
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
     live.reset()
-    live.STATS.__init__()
+    live.STATS.reset()
     yield phoenix
     live.reset()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -53,6 +54,12 @@ class Stats:
             self.failed += spans
             self.failed_batches += 1 if spans else 0
             self.last_error, self.last_error_at = redact_text(message)[:500], time.time()
+
+    def reset(self) -> None:
+        with self.lock:
+            for name in ("queued", "sent", "failed", "failed_batches", "build_errors"):
+                setattr(self, name, 0)
+            self.last_error, self.last_error_at, self.last_sent_at = "", None, None
 
     def as_dict(self) -> dict[str, Any]:
         with self.lock:
@@ -100,8 +107,6 @@ def enabled() -> bool:
 
 def endpoint() -> str:
     """Where spans go, credentials removed (for the status page and errors)."""
-    import os
-
     url = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or ""
     if not url and (base := os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")):
         url = base.rstrip("/") + "/v1/traces"
