@@ -16,6 +16,8 @@ def otel_status(request: HttpRequest) -> HttpResponse:
     if not request.user.is_staff:
         raise Http404("no such page")
     stats = live.STATS.as_dict()
+    # Neither sent nor failed yet: waiting in the queue, or dropped by a full one.
+    stats["unsent"] = max(stats["queued"] - stats["sent"] - stats["failed"], 0)
     for key in ("last_error_at", "last_sent_at"):
         if stats[key] is not None:
             stats[key] = datetime.fromtimestamp(stats[key], tz=UTC)
