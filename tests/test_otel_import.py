@@ -158,3 +158,23 @@ def test_import_run_takes_otlp_and_prints_every_run(agent_spans, user, tmp_path,
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and all(line.startswith("Imported run ") for line in lines)
     assert Run.objects.filter(user=user, agent_name="weather-agent").count() == 2
+
+
+def test_hostile_names_and_values_stay_text_on_the_run_page(client, user):
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    with provider.get_tracer("x").start_as_current_span("<script>alert(1)</script>", attributes={
+            "openinference.span.kind": "TOOL", "<img src=x onerror=alert(2)>": "<b>bold</b>",
+            "output.value": "<iframe src=//evil>"}):
+        pass
+    (run,) = import_otlp(protobuf(list(memory.get_finished_spans())), user=user)
+    client.force_login(user)
+    page = client.get(reverse("run", args=[run.pk])).content.decode()
+    for hostile in ("<script>alert(1)", "<img src=x", "<b>bold", "<iframe src"):
+        assert hostile not in page
+    assert "&lt;img src=x onerror=alert(2)&gt;" in page and "&lt;b&gt;bold" in page
