@@ -132,6 +132,7 @@ def test_openinference_attributes(run):
     assert (root["input.value"], root["output.value"]) == ("Weather in Paris?", "sunny?")
     assert root["input.mime_type"] == "text/plain" and root["user.id"] == "alice"
     assert "llm.token_count.prompt" not in root  # Phoenix sums the LLM spans itself
+    assert root["tag.tags"] == {"values": [{"stringValue": "plan_execute"}]}
     llm = attrs(spans["llm gpt-4o-mini-2024"])
     assert llm["openinference.span.kind"] == "LLM"
     assert (llm["llm.model_name"], llm["llm.provider"], llm["llm.system"]) == (

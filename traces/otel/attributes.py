@@ -80,7 +80,7 @@ def root(info: Any) -> dict[str, Any]:
                              "status": info.status, **totals,
                              "installation": ids.installation_id()})}
     if info.paradigm:
-        attrs["tag.tags"] = js([info.paradigm])
+        attrs["tag.tags"] = [info.paradigm]  # a list attribute, as OpenInference has it
     if info.user_id:
         attrs["user.id"] = info.user_id
     if info.session_id:
