@@ -109,6 +109,7 @@ class LiveSink:
         self.pending: dict[int, Step] = {}  # finished, span not built yet
         self.open: set[int] = set()  # seqs a later step may still fall inside
         self.closed: set[int] = set()  # nothing more falls inside; sent once finished
+        self.learned: set[int] = set()
         self.resource = encode.resource(settings.AGENTLAB_OTEL_PROJECT)
 
     @classmethod
@@ -132,7 +133,9 @@ class LiveSink:
         if step.status != "running":
             record = Step(**step.to_dict())  # a copy: the runtime changes its step later
             self.pending[step.seq] = record
-            self.context.learn([record])
+            if step.seq not in self.learned:  # a call's id is matched once
+                self.learned.add(step.seq)
+                self.context.learn([record])
         for seq in sorted(self.closed & self.pending.keys()):
             self.closed.discard(seq)
             self._send(self.pending.pop(seq))
