@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -37,7 +38,10 @@ from traces.otel.stream import LiveSink
 from traces.otlp import spans as export_spans
 from traces.schema import Step as StepRecord
 
-VERSION = "20.26.1"
+# The pin scripts/lib.sh installs (one place for the version).
+VERSION = re.search(r"^arize-phoenix==(\S+)", (Path(__file__).parent.parent
+                                               / "requirements-phoenix.txt").read_text(),
+                    re.M).group(1)
 DEFAULT_PYTHON = Path.home() / ".cache" / "agentlab" / f"phoenix-{VERSION}" / "bin" / "python"
 REACT = (Reply(tool_calls=[("calculator", '{"expression": "6*7"}')]),
          Reply(tool_calls=[("calculator", '{"expression": "42+1"}')]),
