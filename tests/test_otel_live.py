@@ -166,3 +166,12 @@ async def test_plan_steps_go_live_as_sub_runs_enclosing_their_children(user, fak
         assert children
         assert sub.start_time_unix_nano <= min(c.start_time_unix_nano for c in children)
         assert sub.end_time_unix_nano >= max(c.end_time_unix_nano for c in children)
+
+
+def test_bench_otel_measures_the_run_side_and_the_exporter(capsys):
+    from django.core.management import call_command
+
+    call_command("bench_otel", steps=20, messages=2)
+    out = capsys.readouterr().out
+    assert out.startswith("20 steps (2-message LLM requests): run side ")
+    assert "exporter thread: 21 spans" in out  # every step and the root, encoded
