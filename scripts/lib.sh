@@ -132,7 +132,7 @@ ensure_phoenix() {
     step "Phoenix already installed in $dir"
     return 0
   fi
-  step "Installing Arize Phoenix into $dir (once; about 2.5 minutes)"
+  step "Installing Arize Phoenix into $dir (once; about 3 minutes)"
   local start=$SECONDS
   rm -rf "$dir"
   "$python" -m venv "$dir"
