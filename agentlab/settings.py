@@ -178,6 +178,16 @@ AGENTLAB_SOCKET_OUTBOX = env_int("AGENTLAB_SOCKET_OUTBOX", 2_000)
 AGENTLAB_BACKFILL_PAGE = env_int("AGENTLAB_BACKFILL_PAGE", 200)
 
 
+# -- OpenTelemetry (docs/INTEROP.md) -----------------------------------------------------------
+# The project every exported span names (openinference.project.name: Phoenix's project).
+AGENTLAB_OTEL_PROJECT = os.environ.get("AGENTLAB_OTEL_PROJECT", "").strip() or "agentlab"
+# Live export: on when an OTLP endpoint is set (the SDK's exporter reads these variables and
+# OTEL_EXPORTER_OTLP_HEADERS itself); OTEL_SDK_DISABLED=true turns it off.
+AGENTLAB_OTEL_LIVE = bool(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+                          or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")) \
+    and not env_bool("OTEL_SDK_DISABLED")
+
+
 # -- Production profile: AGENTLAB_ENV=production (docs/SECURITY.md "Deploying") ------------------
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto; `manage.py check --deploy` is clean.
 AGENTLAB_ENV = os.environ.get("AGENTLAB_ENV", "development").strip().lower()

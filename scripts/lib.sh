@@ -116,3 +116,27 @@ ensure_chromium() {
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 }
+
+# Arize Phoenix for tests/test_phoenix.py, in its own virtualenv (requirements-phoenix.txt),
+# cached outside the repo like the llama wheel; a half-made one (no .complete) is made again.
+phoenix_venv() {
+  local version
+  version=$(sed -nE 's/^arize-phoenix==([^ ]+).*/\1/p' requirements-phoenix.txt)
+  echo "${AGENTLAB_PHOENIX_CACHE:-$HOME/.cache/agentlab}/phoenix-$version"
+}
+
+ensure_phoenix() {
+  local python=$1 dir
+  dir=$(phoenix_venv)
+  if [ -f "$dir/.complete" ]; then
+    step "Phoenix already installed in $dir"
+    return 0
+  fi
+  step "Installing Arize Phoenix into $dir (once; about 3 minutes)"
+  local start=$SECONDS
+  rm -rf "$dir"
+  "$python" -m venv "$dir"
+  pip_with_progress "$dir/bin/python" -m pip install --progress-bar off -r requirements-phoenix.txt
+  touch "$dir/.complete"
+  step "Phoenix installed in $((SECONDS - start)) s"
+}

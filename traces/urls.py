@@ -7,6 +7,7 @@ from traces import views
 urlpatterns = [
     path("", views.run_list, name="runs"),
     path("import/", views.run_import, name="run_import"),
+    path("otel/", views.otel_status, name="otel_status"),
     path("diff/", views.run_diff, name="run_diff"),
     path("<int:pk>/", views.run_detail, name="run"),
     path("<int:pk>/steps/", views.run_steps, name="run_steps"),
@@ -15,4 +16,6 @@ urlpatterns = [
     path("<int:pk>/steps/<int:seq>/messages/", views.step_messages, name="step_messages"),
     path("<int:pk>/export/", views.run_export, name="run_export"),
     path("<int:pk>/export/otlp/", views.run_export_otlp, name="run_export_otlp"),
+    path("<int:pk>/export/otlp.pb", views.run_export_otlp_protobuf,
+         name="run_export_otlp_protobuf"),
 ]

@@ -25,6 +25,8 @@ from agentlab.runtime.context import RunContext
 from agentlab.runtime.loop import RunOutcome, execute
 from agentlab.runtime.sinks import TeeSink
 from traces.models import Run
+from traces.otel import live
+from traces.otel.stream import LiveSink
 from traces.recorder import Recorder
 from traces.workers import worker_id
 
@@ -39,7 +41,10 @@ async def execute_run(run: Run, *, watchers: tuple[Any, ...] = (),
     groups = await sync_to_async(lambda: list(user.groups.values_list("name", flat=True)))()
     # A finished step's row is waited for only while other runs wait for the CPU.
     recorder = Recorder(run.pk, ahead=slots.free)
-    sink = TeeSink(recorder, *watchers) if watchers else recorder
+    # Spans to OTEL_EXPORTER_OTLP_ENDPOINT as the run goes, when set (traces.otel.live).
+    exporter = await sync_to_async(LiveSink.for_run)(run) if live.enabled() else None
+    extra = (*watchers, exporter) if exporter is not None else watchers
+    sink = TeeSink(recorder, *extra) if extra else recorder
     ctx = build_context(run.agent_snapshot, sink=sink, user_groups=groups,
                         is_superuser=user.is_superuser, history=run.history, **hooks)
     if prepare is not None:

@@ -90,6 +90,8 @@ MATRIX: dict[str, Row] = {
     "step_messages": Row("/runs/{run}/steps/1/messages/"),
     "run_export": Row("/runs/{run}/export/"),
     "run_export_otlp": Row("/runs/{run}/export/otlp/"),
+    "run_export_otlp_protobuf": Row("/runs/{run}/export/otlp.pb"),
+    "otel_status": Row("/runs/otel/", owner="404"),  # staff only
     # forks (anyone who may watch may fork; the new run is theirs)
     "run_replay": Row("/runs/{run}/replay/", "post", {"tools": "recorded"}),
     "run_fork": Row("/runs/{run}/fork/1/"),

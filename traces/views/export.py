@@ -1,4 +1,4 @@
-"""Downloads of one run: the versioned bundle and OpenTelemetry (OTLP JSON)."""
+"""Downloads of one run: the versioned bundle and OpenTelemetry (OTLP JSON or protobuf)."""
 
 from __future__ import annotations
 
@@ -8,23 +8,37 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from traces.bundle import export_bundle
-from traces.otlp import export_otlp
+from traces.otlp import export_otlp, export_otlp_protobuf
 from traces.views.run import visible_run
 
 
-def _download(data: Any, filename: str) -> HttpResponse:
-    response = HttpResponse(json.dumps(data, ensure_ascii=False, indent=1, default=str),
-                            content_type="application/json")
+def _download(body: bytes | str, content_type: str, filename: str) -> HttpResponse:
+    response = HttpResponse(body, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
 
+def _json(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=1, default=str)
+
+
 def run_export(request: HttpRequest, pk: int) -> HttpResponse:
     run = visible_run(request, pk)
-    return _download(export_bundle(run), f"agentlab-run-{run.pk}.json")
+    return _download(_json(export_bundle(run)), "application/json",
+                     f"agentlab-run-{run.pk}.json")
 
 
 def run_export_otlp(request: HttpRequest, pk: int) -> HttpResponse:
     run = visible_run(request, pk)
     steps = [s.to_record() for s in run.steps.all()]
-    return _download(export_otlp(run, steps), f"agentlab-run-{run.pk}.otlp.json")
+    return _download(_json(export_otlp(run, steps)), "application/json",
+                     f"agentlab-run-{run.pk}.otlp.json")
+
+
+def run_export_otlp_protobuf(request: HttpRequest, pk: int) -> HttpResponse:
+    """What a collector's /v1/traces takes as it is (`curl --data-binary @file -H
+    'Content-Type: application/x-protobuf'`)."""
+    run = visible_run(request, pk)
+    steps = [s.to_record() for s in run.steps.all()]
+    return _download(export_otlp_protobuf(run, steps), "application/x-protobuf",
+                     f"agentlab-run-{run.pk}.otlp.pb")

@@ -1,4 +1,5 @@
-"""The runs list: search, filters, sort, pagination, select two to diff; bundle import."""
+"""The runs list: search, filters, sort, pagination, select two to diff; import of a bundle
+or of OTLP traces (protobuf or JSON, one run per trace)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
-from traces.bundle import BundleError, import_bundle
+from traces.bundle import BundleError
 from traces.models import Run
+from traces.otel.decode import OTLPError
+from traces.otel.importer import import_file
 from traces.views import filters
 
 log = logging.getLogger(__name__)
@@ -91,11 +94,11 @@ def _import_upload(request: HttpRequest, capped: CappedUploadHandler) -> HttpRes
                                 f"{_mb(MAX_IMPORT_BYTES)} limit (stopped reading there).")
         return redirect("runs")
     if upload is None:
-        messages.error(request, "Import: choose a bundle file (.json) first.")
+        messages.error(request, "Import: choose a bundle or an OTLP trace file first.")
         return redirect("runs")
     try:
-        run = import_bundle(upload.read(), user=request.user)
-    except BundleError as exc:
+        runs = import_file(upload.read(), user=request.user)
+    except (BundleError, OTLPError) as exc:
         messages.error(request, f"Import: {upload.name} was refused: {exc}")
         return redirect("runs")
     except DatabaseError as exc:  # valid, but the database refused it: nothing was kept
@@ -103,8 +106,12 @@ def _import_upload(request: HttpRequest, capped: CappedUploadHandler) -> HttpRes
         messages.error(request, f"Import: {upload.name} could not be stored ({exc}); nothing "
                                 "of it was kept. Try again.")
         return redirect("runs")
-    messages.success(request, f"Imported {upload.name} as run {run.pk}.")
-    return redirect("run", pk=run.pk)
+    if len(runs) == 1:
+        messages.success(request, f"Imported {upload.name} as run {runs[0].pk}.")
+        return redirect("run", pk=runs[0].pk)
+    numbers = ", ".join(str(r.pk) for r in runs)
+    messages.success(request, f"Imported {upload.name}: {len(runs)} traces as runs {numbers}.")
+    return redirect("runs")
 
 
 class CappedUploadHandler(MemoryFileUploadHandler):

@@ -1,4 +1,5 @@
-"""`manage.py export_run RUN_ID [-o FILE] [--otlp]`: a run as a bundle (or OTLP/JSON)."""
+"""`manage.py export_run RUN_ID [-o FILE] [--otlp | --otlp-protobuf]`: a run as a bundle, as
+OTLP/JSON or as OTLP protobuf (docs/INTEROP.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from traces.bundle import export_bundle
 from traces.models import Run
-from traces.otlp import export_otlp
+from traces.otlp import export_otlp, export_otlp_protobuf
 
 
 class Command(BaseCommand):
@@ -21,12 +22,20 @@ class Command(BaseCommand):
         parser.add_argument("-o", "--output", help="File to write (default: standard output)")
         parser.add_argument("--otlp", action="store_true",
                             help="OpenTelemetry spans in OpenInference conventions instead")
+        parser.add_argument("--otlp-protobuf", action="store_true",
+                            help="the same spans as OTLP protobuf (needs -o)")
 
     def handle(self, *args: Any, run_id: int, output: str | None, otlp: bool,
-               **options: Any) -> None:
+               otlp_protobuf: bool = False, **options: Any) -> None:
         run = Run.objects.filter(pk=run_id).first()
         if run is None:
             raise CommandError(f"there is no run {run_id}")
+        if otlp_protobuf:
+            if output is None:
+                raise CommandError("--otlp-protobuf writes binary: name a file with -o")
+            Path(output).write_bytes(export_otlp_protobuf(run, run.steps.order_by("seq")))
+            self.stderr.write(f"Run {run_id} written as OTLP protobuf to {output}")
+            return
         data = export_otlp(run, run.steps.order_by("seq")) if otlp else export_bundle(run)
         text = json.dumps(data, ensure_ascii=False, indent=2)
         if output is None:

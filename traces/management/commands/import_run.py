@@ -1,4 +1,5 @@
-"""`manage.py import_run FILE --user USERNAME`: a bundle becomes a new run (all or nothing)."""
+"""`manage.py import_run FILE --user USERNAME`: a bundle becomes a new run, OTLP trace data
+(protobuf or JSON) a run per trace (all or nothing)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,17 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
-from traces.bundle import BundleError, import_bundle
+from traces.bundle import BundleError
+from traces.otel.decode import OTLPError
+from traces.otel.importer import import_file
 
 
 class Command(BaseCommand):
-    help = "Import a run bundle written by export_run; a file that is not a valid bundle is " \
-           "refused with the reason and the place, and nothing is imported."
+    help = "Import a run bundle written by export_run, or OTLP traces (one run each); a file " \
+           "that is neither is refused with the reason and the place, and nothing is imported."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("file", help="Bundle file ('-' for standard input)")
+        parser.add_argument("file", help="Bundle or OTLP file ('-' for standard input)")
         parser.add_argument("--user", required=True, help="Owner of the imported run")
 
     def handle(self, *args: Any, file: str, user: str, **options: Any) -> None:
@@ -30,8 +33,11 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"cannot read {file}: {exc.strerror}") from None
         try:
-            run = import_bundle(data, user=owner)
+            runs = import_file(data, user=owner)
         except BundleError as exc:
             raise CommandError(f"{file} is not a valid run bundle: {exc}") from None
-        self.stdout.write(f"Imported run {run.pk} ({run.step_count} steps): "
-                          f"{reverse('run', args=[run.pk])}")
+        except OTLPError as exc:
+            raise CommandError(f"{file} is neither a run bundle nor OTLP traces: {exc}") from None
+        for run in runs:
+            self.stdout.write(f"Imported run {run.pk} ({run.step_count} steps): "
+                              f"{reverse('run', args=[run.pk])}")

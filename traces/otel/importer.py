@@ -1,0 +1,75 @@
+"""OTLP traces -> runs: each trace of the upload becomes one run (an imported run: no agent,
+its origin in agent_snapshot["imported_from"]), viewable, replayable and diffable like any
+other. Everything is read and checked before anything is written; each run is then written
+in short chunks (traces.bundle_store), and if one fails the runs written before it are
+removed too: an upload comes in whole or not at all.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from traces import bundle_store
+from traces.bundle_values import bad_value
+from traces.models import Run
+from traces.otel.decode import OTLPError, traces
+from traces.otel.steps import run_from_trace
+
+MAX_TRACES = 1_000
+
+
+def import_otlp(data: bytes | str, *, user: Any) -> list[Run]:
+    """The runs made of `data`'s traces, in the order the traces came; OTLPError if it is
+    not OTLP trace data or holds something that cannot be stored."""
+    groups = traces(data)
+    if len(groups) > MAX_TRACES:
+        raise OTLPError(f"{len(groups):,} traces, over the {MAX_TRACES:,} one upload may hold")
+    drafts = []
+    for trace, spans in groups.items():
+        fields, steps = run_from_trace(spans)
+        for step in steps:
+            if (bad := bad_value([step.input, step.output, step.meta])) is not None:
+                raise OTLPError(f"trace {trace}, span {step.meta.get('otel.span_id')}: "
+                                f"{bad[1]}")
+        fields["started_at"] = _when(fields.pop("started_at_ns"))
+        fields["finished_at"] = _when(fields.pop("finished_at_ns"))
+        drafts.append((fields, steps))
+    runs: list[Run] = []
+    try:
+        for fields, steps in drafts:
+            runs.append(bundle_store.write_run(fields, steps, user=user))
+    except BaseException:
+        for run in runs:
+            bundle_store.discard(run.pk)
+        raise
+    return runs
+
+
+def _when(ns: int) -> datetime | None:
+    try:
+        return datetime.fromtimestamp(ns / 1e9, tz=UTC) if ns else None
+    except (OverflowError, OSError, ValueError):
+        raise OTLPError(f"a span's time ({ns} ns) is not a date") from None
+
+
+def import_file(data: bytes, *, user: Any) -> list[Run]:
+    """A run bundle (docs/BUNDLE.md) or OTLP trace data, whichever `data` is: the runs made.
+    BundleError or OTLPError says why it was refused."""
+    from traces.bundle import BundleError, import_bundle, parse_json
+
+    doc: Any = None
+    if data.lstrip()[:1] == b"{":
+        try:
+            doc = parse_json(data)
+        except BundleError:
+            if b"resourceSpans" not in data and b"resource_spans" not in data:
+                raise  # a broken bundle: its error names the line and column
+            doc = None  # JSON lines of OTLP documents: the OTLP reader reads them
+    if isinstance(doc, dict) and "format" in doc and not {"resourceSpans",
+                                                          "resource_spans"} & set(doc):
+        return [import_bundle(doc, user=user)]
+    try:
+        return import_otlp(data, user=user)
+    except RecursionError:
+        raise OTLPError("nested too deep to read") from None
