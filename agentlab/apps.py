@@ -16,6 +16,10 @@ class AgentLabConfig(AppConfig):
 
         # Experiments left running by a stopped process close with its runs (traces.startup).
         startup.register_sweeper("experiments", mark_experiments_interrupted)
+        from traces.display import labels
+
+        # Pages say "ReAct", "Plan-and-Execute"; traces asks without importing agentlab.
+        labels.register_paradigm_names(paradigm_label)
 
 
 def sync_tool_rows(**kwargs: object) -> None:
@@ -29,3 +33,12 @@ def mark_experiments_interrupted() -> int:
     from agentlab.evals.engine import mark_interrupted
 
     return mark_interrupted()
+
+
+def paradigm_label(key: str) -> str | None:
+    from agentlab.paradigms.registry import get_paradigm
+
+    try:
+        return get_paradigm(key).label or None
+    except KeyError:
+        return None

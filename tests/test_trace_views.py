@@ -324,7 +324,7 @@ def test_the_run_page_shows_the_header_the_tree_and_the_steps(client, user):
     client.force_login(user)
     page = html(client.get(reverse("run", args=[run.pk])))
     assert "What is the weather in Paris?" in page and "It is sunny in Paris." in page
-    assert "Weather agent" in page and "react" in page and "<code>scripted-model</code>" in page
+    assert "Weather agent" in page and "ReAct" in page and "<code>scripted-model</code>" in page
     # The plan's llm call and tool sit one level deeper than the plan.
     assert 'id="step-1" data-seq="1" data-kind="plan" data-depth="0"' in page
     assert 'id="step-2" data-seq="2" data-kind="llm" data-depth="1"' in page

@@ -13,9 +13,10 @@ from agentlab.dashboard import queries
 from agentlab.dashboard.period import GROUPS, PERIODS, DashboardForm, Period
 from agentlab.dashboard.queries import OUTCOMES, PHASES, Figures, GroupFigures, PhaseFigures
 from traces.display.figures import format_cost, format_duration
+from traces.display.labels import paradigm_name, status_word
 from traces.views.filters import FINISHED
 
-OUTCOME_LABELS = {s: s.replace("_", " ") for s in OUTCOMES}
+OUTCOME_LABELS = {s: status_word(s) for s in OUTCOMES}
 
 
 @require_GET
@@ -24,6 +25,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     period = form.chosen()
     found = queries.figures(request.user, period)
     groups = [group_row(g, period) for g in found.groups]
+    if period.group == "paradigm":  # "Multi-Agent", not multi_agent
+        for g in groups:
+            g["label"] = paradigm_name(g["key"]) if g["key"] else g["label"]
     context = {
         "form": form, "period": period, "periods": PERIODS, "group_label": GROUPS[period.group],
         "figures": found, "groups": groups, "outcomes": OUTCOME_LABELS, "phases": PHASES,
