@@ -57,6 +57,19 @@ def status_badge(status: str | None, live: bool = False) -> SafeString:
 
 
 @register.filter
+def derived(run: Any) -> str:
+    """What a run made from another is: a "replay" (no fork step), a "resume" (a fork at the
+    last step, to continue) or a "fork"; "" for a run of its own."""
+    if not getattr(run, "parent_run_id", None):
+        return ""
+    if getattr(run, "fork_seq", None) is None:
+        return "replay"
+    snapshot = getattr(run, "agent_snapshot", None)
+    fork = snapshot.get("fork") if isinstance(snapshot, dict) else None
+    return "resume" if isinstance(fork, dict) and fork.get("resume") else "fork"
+
+
+@register.filter
 def status_help(status: str | None) -> str:
     return labels.status_help(status)
 
