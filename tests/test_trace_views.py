@@ -350,7 +350,7 @@ def test_a_failed_run_shows_why_and_a_fork_links_its_origin(client, user):
     assert "Why it failed" in page and "cannot reach http://127.0.0.1:9/v1" in page
     assert f'href="{reverse("run", args=[origin.pk])}?step=3">run {origin.pk}</a> at step 3' \
         in page
-    assert f"run {fork.pk}</a> (from step 3)" in html(client.get(reverse("run",
+    assert f"run {fork.pk}</a> (fork from step 3)" in html(client.get(reverse("run",
                                                                         args=[origin.pk])))
 
 

@@ -250,6 +250,7 @@
       if (frame.error && frame.status !== "succeeded") this.fail(frame.error);
       this.pendingSeq = this.approvalSeq = null;
       this.current = null;
+      this.note("finished");
       this.show();
       this.activity();
       this.finished();
