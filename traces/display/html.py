@@ -125,7 +125,7 @@ def _actions(step: StepView, run: Any, pk: Any) -> str:
                      f'{_e(meta.get("source_seq", ""))}">'
                      f'{"edited" if meta.get("edited") else "replayed"}</span>')
     active = getattr(run, "is_active", False)
-    if not (active() if callable(active) else active):
+    if not (active() if callable(active) else active) and step.status != "running":
         links.append(f'<a href="{_url("run_fork", pk, step.seq)}" title="A new run: steps '
                      f'1–{_e(step.seq)} from the record, live after">Fork from here</a>')
     if step.kind == "llm":

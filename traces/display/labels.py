@@ -10,6 +10,7 @@ imports agentlab, so an imported run of an unknown paradigm still reads as its k
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 STATUS_WORDS: dict[str, str] = {
     "queued": "queued",
@@ -36,6 +37,8 @@ STATUS_HELP: dict[str, str] = {
 }
 
 _paradigm_names: list[Callable[[str], str | None]] = []
+# Who can say how a run's answer scored (the evals app: a run that answered a case).
+_score_sources: list[Callable[[int], list[dict[str, Any]]]] = []
 
 
 def status_word(status: str | None) -> str:
@@ -61,3 +64,18 @@ def paradigm_name(key: str | None) -> str:
         if name := lookup(key):
             return name
     return key.replace("_", " ")
+
+
+def register_scores(lookup: Callable[[int], list[dict[str, Any]]]) -> None:
+    """`lookup(run_id)` gives the run's scores: [{"text", "level", "url", "title"}]."""
+    if lookup not in _score_sources:
+        _score_sources.append(lookup)
+
+
+def scores(run_id: int) -> list[dict[str, Any]]:
+    """How the run's answer scored, where anyone knows (shown next to its status)."""
+    return [s for lookup in _score_sources for s in lookup(run_id)]
+
+
+def score_level(score: float) -> str:
+    return "high" if score >= 0.8 else "mid" if score >= 0.4 else "low"

@@ -25,7 +25,8 @@ TEXT_LABELS = {
 INPUT_LABELS = {"llm": "Request", "tool": "Arguments", "approval": "Arguments"}
 OUTPUT_LABELS = {"llm": "Response", "tool": "Raw output"}
 # Payloads folded even when small: what they hold is already shown in a friendlier form.
-FOLDED = {("llm", "input"), ("llm", "output"), ("tool", "output"), ("approval", "output")}
+FOLDED = {("llm", "input"), ("llm", "output"), ("tool", "output"), ("approval", "output"),
+          ("final", "output"), ("error", "output")}  # a failure: its text shown, raw JSON folded
 FOLDED_INLINE = 400  # folded payloads up to this size come with the page; bigger ones on demand
 FACT_SKIP = {"traceback"}
 # How a step's meta reads on its card: "first token 13.3 s", not "ttft_ms 1.33e+04".
