@@ -35,6 +35,9 @@ SIZES = {"desktop": (1400, 900), "phone": (390, 844)}
 def answer(body: dict) -> Reply:
     """ReAct with the calculator: a tool call first, then the answer, streamed."""
     messages = body.get("messages") or []
+    if "slowly" in str(messages[-1].get("content", "")) if messages else False:
+        return Reply(text="Let me think about it slowly: " + "six times seven, " * 14 + "42.",
+                     chunk_delay_s=0.12)
     called = any(m.get("role") == "tool" or str(m.get("content", "")).startswith("Result of")
                  for m in messages)
     if body.get("tools") and not called:
@@ -136,6 +139,16 @@ def test_every_page_as_a_newcomer_meets_it(tour, browser_page, live_url):
     page.keyboard.press("ArrowRight")
     page.wait_for_url(re.compile(r"\?step=2$"))
     tour.shoot("trace-at-step-2")
+
+    # A live run while its reply streams in: the step, seconds and tokens show.
+    page.goto(live_url + "/chat/")
+    page.get_by_label("Question for Calc agent (text)", exact=True).fill("What is 6*7, slowly?")
+    page.get_by_role("button", name="Run Calc agent (text)", exact=True).click()
+    activity = page.locator('[data-live="activity"]')
+    expect(activity).to_contain_text("tokens/s", timeout=15_000)
+    tour.shoot("live-run")
+    expect(page.locator('[data-live="status"]').first).not_to_have_text("running",
+                                                                        timeout=30_000)
 
     # Replay, fork, diff.
     page.goto(f"{live_url}/runs/{live_pk}/")
