@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 
+from agentlab.agent_form import AgentForm, parameter_fieldsets
 from agentlab.models import Agent, AgentRoleProfile, ModelProfile, OutboxEmail, Tool
 
 admin.site.site_header = "Agent Lab"
@@ -107,30 +109,29 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ["name", "description"]
     filter_horizontal = ["tools"]
     inlines = [RoleProfileInline]
-    readonly_fields = ["paradigm_parameters"]
-    fieldsets = [
-        (None, {"fields": ["name", "paradigm", "description", "demo_question", "model_profile"]}),
-        ("Prompt and tools", {"fields": ["system_prompt", "tools"]}),
-        ("Paradigm parameters", {"fields": ["params", "paradigm_parameters"]}),
-        ("Limits", {"fields": ["max_steps", "max_llm_calls", "total_timeout_s",
-                               "tool_timeout_s", "token_budget"]}),
-    ]
+    form = AgentForm
+
+    class Media:
+        js = ["agentlab/agent_admin.js"]  # shows the chosen paradigm's parameter fieldset
+
+    def get_form(self, request: HttpRequest, obj: Agent | None = None, change: bool = False,
+                 **kwargs: object) -> type:
+        # The parameter fields are the form's own (made per paradigm in AgentForm.__init__),
+        # not the model's: the model form is built from the other fields.
+        fields = flatten_fieldsets(self.get_fieldsets(request, obj))
+        kwargs["fields"] = [f for f in fields if not f.startswith("param__")]
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Agent | None = None) -> list:
+        return [
+            (None, {"fields": ["name", "paradigm", "description", "demo_question",
+                               "model_profile"]}),
+            ("Prompt and tools", {"fields": ["system_prompt", "tools"]}),
+            *parameter_fieldsets(),
+            ("Limits", {"fields": ["max_steps", "max_llm_calls", "total_timeout_s",
+                                   "tool_timeout_s", "token_budget"]}),
+        ]
 
     @admin.display(description="tools")
     def tool_count(self, obj: Agent) -> int:
         return obj.tools.count()
-
-    @admin.display(description="parameters and their defaults")
-    def paradigm_parameters(self, obj: Agent) -> str:
-        from agentlab.paradigms.registry import get_paradigm, paradigm_keys
-
-        try:
-            schema = get_paradigm(obj.paradigm).params_schema
-        except KeyError:
-            return f"Choose one of: {', '.join(paradigm_keys())}"
-        rows = format_html_join(
-            "", "<li><code>{}</code> = <code>{}</code> — {}</li>",
-            ((name, json.dumps(prop.get("default")), prop.get("description", ""))
-             for name, prop in schema.get("properties", {}).items()),
-        )
-        return format_html("<ul>{}</ul>", rows) if rows else "none"

@@ -7,18 +7,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from agentlab.models import Agent, ModelProfile
-from agentlab.paradigms.registry import get_paradigm
 from traces.models import Run
 
 
 def home(request: HttpRequest) -> HttpResponse:
     profiles = ModelProfile.objects.select_related("fallback")
     agents = list(Agent.objects.select_related("model_profile"))
-    for agent in agents:
-        try:
-            agent.paradigm_label = get_paradigm(agent.paradigm).label
-        except KeyError:
-            agent.paradigm_label = agent.paradigm
     recent = Run.objects.visible_to(request.user).only(
         "pk", "input", "agent_name", "paradigm", "status", "created")[:8]
     return render(request, "home.html", {"profiles": profiles, "agents": agents,

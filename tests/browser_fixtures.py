@@ -130,7 +130,7 @@ def playwright_browser() -> Iterator[object]:
 def browser_page(playwright_browser, tmp_path, request) -> Iterator[object]:
     """A fresh, logged-out page in its own browser context (no cookies or storage shared).
     `page.js_errors` collects uncaught script errors, console errors and failed requests
-    (HTTP >= 400, except the favicon)."""
+    (HTTP >= 400, the favicon included: every page names one)."""
     context = playwright_browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(DEFAULT_TIMEOUT_MS)
     page = context.new_page()
@@ -155,7 +155,7 @@ def _console_error(page, message) -> None:
 
 
 def _failed_response(page, response) -> None:
-    if response.status >= 400 and not response.url.endswith("/favicon.ico"):
+    if response.status >= 400:
         page.js_errors.append(f"HTTP {response.status} {response.url}")
 
 

@@ -41,7 +41,7 @@ def test_the_lowest_value_of_each_column_is_the_best():
     assert best(s, "cost_usd") == ["b"]
     assert best(s, "wall_ms") == ["a"]
     assert best(s, "steps") == ["c"]
-    assert [c.text for c in s.rows[1].cells] == ["4", "2", "1", "120", "$0.010000", "2000 ms"]
+    assert [c.text for c in s.rows[1].cells] == ["4", "2", "1", "120", "$0.0100", "2.00 s"]
 
 
 def test_a_failed_run_is_never_the_best_even_when_cheapest():
@@ -161,7 +161,7 @@ def test_the_summary_renders_server_side_with_the_best_marked(client, user, agen
     table = html[html.index('class="grid compare-summary"'):]
     rows = re.findall(r"<tr data-run=.*?</tr>", table, re.S)
     assert len(rows) == 3
-    assert re.search(r'class="num best" data-col="cost_usd">\$0.010000', rows[1])
+    assert re.search(r'class="num best" data-col="cost_usd">\$0.0100', rows[1])
     assert re.search(r'class="num best" data-col="wall_ms">800 ms', rows[0])
     assert "best" not in rows[2]  # the failed run, though it cost nothing
     assert 'id="compare-chart-data"' in html and "hx-get" not in table

@@ -169,7 +169,9 @@ async def test_the_one_click_form_starts_the_demo_suite_on_one_agent_per_paradig
     paradigms = {d.paradigm for d in DEFAULT_AGENTS}
     assert len(ids) == len(paradigms) == 7
     assert "ReAct (function calling)" in names and "ReAct (text)" not in names
-    assert f'name="suite" value="{demo.pk}"' in form and f"Run “{DEMO_SUITE}”" in form
+    assert f'name="suite" value="{demo.pk}"' in form and f"“{DEMO_SUITE}”" in form
+    # The first offer is a small experiment: three cases, not the whole suite.
+    assert 'name="case_limit" value="3"' in form and "3 cases × 7 agents = 21 runs" in form
 
 
 # -- one experiment ------------------------------------------------------------------------
@@ -192,7 +194,7 @@ def test_the_matrix_and_summary_render_with_the_best_marked(client, user, suite,
     assert "(1 error)" in rows["Beta"] and "3 / 3" in rows["Beta"]
     # Alpha's runs are the cheaper ones: 3 × 110 tokens, 3 × $0.001, 3 × 1 s.
     assert 'class="num best" data-col="tokens">330' in rows["Alpha"]
-    assert 'class="num best" data-col="cost_usd">$0.003000' in rows["Alpha"]
+    assert 'class="num best" data-col="cost_usd">$0.003<' in rows["Alpha"]
     assert 'class="num best" data-col="wall_s">3.0 s' in rows["Alpha"]
     assert "best" not in rows["Beta"].replace('best" data-col="mean_score', "").replace(
         'best" data-col="pass_rate', "")
@@ -312,9 +314,9 @@ def test_the_index_lists_suites_with_counts_and_tags_and_experiments_with_scores
     assert "Arithmetic" in row and "<td class=\"num\" data-cases>3</td>" in row
     assert re.findall(r'class="pill">(\w+)<', row) == ["products", "sums"]
     listed = re.search(r'<tr data-experiment="\d+">(.*?)</tr>', html, re.S).group(1)
-    assert "6/6" in listed and '<td class="num">50%</td>' in listed and "succeeded" in listed
+    assert "6/6" in listed and '<td class="num">50%</td>' in listed and "scored 50 %" in listed
     assert re.findall(r'<label class="check"><input[^>]*> ([^<]+)</label>', html) == [
-        "Alpha (react)", "Beta (react)"]
+        "Alpha (ReAct)", "Beta (ReAct)"]
 
 
 def test_another_users_experiment_is_a_404_and_staff_see_all(client, user, other_user, staff,

@@ -324,7 +324,7 @@ def test_the_run_page_shows_the_header_the_tree_and_the_steps(client, user):
     client.force_login(user)
     page = html(client.get(reverse("run", args=[run.pk])))
     assert "What is the weather in Paris?" in page and "It is sunny in Paris." in page
-    assert "Weather agent" in page and "react" in page and "<code>scripted-model</code>" in page
+    assert "Weather agent" in page and "ReAct" in page and "<code>scripted-model</code>" in page
     # The plan's llm call and tool sit one level deeper than the plan.
     assert 'id="step-1" data-seq="1" data-kind="plan" data-depth="0"' in page
     assert 'id="step-2" data-seq="2" data-kind="llm" data-depth="1"' in page
@@ -350,7 +350,7 @@ def test_a_failed_run_shows_why_and_a_fork_links_its_origin(client, user):
     assert "Why it failed" in page and "cannot reach http://127.0.0.1:9/v1" in page
     assert f'href="{reverse("run", args=[origin.pk])}?step=3">run {origin.pk}</a> at step 3' \
         in page
-    assert f"run {fork.pk}</a> (from step 3)" in html(client.get(reverse("run",
+    assert f"run {fork.pk}</a> (fork from step 3)" in html(client.get(reverse("run",
                                                                         args=[origin.pk])))
 
 

@@ -35,6 +35,10 @@ TOTAL_KEYS = ("steps", "llm_calls", "tool_calls", "tokens", "cost_usd", "wall_ms
 WORD_DIFF_LIMIT = 20_000
 # Timing and retry details differ on every run; they must not make two equal steps "changed".
 VOLATILE_KEYS = frozenset({"latency_ms", "ttft_ms", "duration_ms", "attempts"})
+# Ids a server makes up for each call of an llm step ("call_8f3…", "chatcmpl-…"): two runs that
+# asked and did the same thing differ in them every time, so they are not a difference. (A
+# tool's own arguments keep an "id": there it is data.)
+CALL_ID_KEYS = frozenset({"tool_call_id", "response_id", "system_fingerprint"})
 # Stretches up to this many key pairs (len a × len b) go to SequenceMatcher as they are.
 SMALL_ALIGN = 250_000
 WINDOW = 500
@@ -204,7 +208,8 @@ def _pair(left: Step, right: Step) -> DiffRow:
     for name in DIFF_FIELDS:
         if name == "output" and left.output == left.text and right.output == right.text:
             continue  # a final step's output repeats its text: one diff is enough
-        old, new = _comparable(getattr(left, name)), _comparable(getattr(right, name))
+        old = _comparable(getattr(left, name), left.kind)
+        new = _comparable(getattr(right, name), right.kind)
         if old != new:
             fields[name] = diff_text(render_value(old), render_value(new))
     changed = bool(fields) or (left.role, left.name, left.status) != (right.role, right.name,
@@ -212,9 +217,26 @@ def _pair(left: Step, right: Step) -> DiffRow:
     return DiffRow("changed" if changed else "equal", left, right, fields)
 
 
-def _comparable(value: Any) -> Any:
+def _comparable(value: Any, kind: str = "") -> Any:
     if isinstance(value, dict) and not VOLATILE_KEYS.isdisjoint(value):
-        return {k: v for k, v in value.items() if k not in VOLATILE_KEYS}
+        value = {k: v for k, v in value.items() if k not in VOLATILE_KEYS}
+    if kind == "llm" and isinstance(value, dict):
+        value = {k: v for k, v in value.items() if k != "id"}  # the completion's own id
+        return _without_call_ids(value)
+    return value
+
+
+def _without_call_ids(value: Any, depth: int = 0, *, call: bool = False) -> Any:
+    """An llm request or response without generated ids: a tool call's `id` (in the reply
+    and in the request's assistant messages), each tool message's `tool_call_id`."""
+    if depth > 20:
+        return value
+    if isinstance(value, dict):
+        return {k: _without_call_ids(v, depth + 1, call=k == "tool_calls")
+                for k, v in value.items()
+                if not ((k in CALL_ID_KEYS or (call and k == "id")) and isinstance(v, str))}
+    if isinstance(value, list):
+        return [_without_call_ids(v, depth + 1, call=call) for v in value]
     return value
 
 

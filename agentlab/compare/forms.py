@@ -7,11 +7,12 @@ from django.conf import settings
 
 from agentlab.compare.models import MAX_AGENTS, MIN_AGENTS
 from agentlab.models import Agent
+from traces.display.labels import paradigm_name
 
 
 class AgentChoices(forms.ModelMultipleChoiceField):
     def label_from_instance(self, obj: Agent) -> str:
-        return f"{obj.name} ({obj.paradigm})"
+        return f"{obj.name} ({paradigm_name(obj.paradigm)})"
 
 
 class CompareForm(forms.Form):

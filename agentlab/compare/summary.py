@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from traces.display.figures import best_value
+from traces.display.figures import best_value, format_cost, format_duration
 from traces.schema import FINISHED_STATUSES
 
 
@@ -29,11 +29,11 @@ def _int(v: float) -> str:
 
 
 def _cost(v: float) -> str:
-    return f"${v:.6f}" if v < 1 else f"${v:,.4f}"
+    return format_cost(v)  # as every page writes a cost
 
 
 def _wall(v: float) -> str:
-    return f"{v:.0f} ms" if v < 10_000 else f"{v / 1000:.1f} s"
+    return format_duration(v)
 
 
 NUMERIC: tuple[Column, ...] = (

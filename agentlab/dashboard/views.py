@@ -12,10 +12,12 @@ from django.views.decorators.http import require_GET
 from agentlab.dashboard import queries
 from agentlab.dashboard.period import GROUPS, PERIODS, DashboardForm, Period
 from agentlab.dashboard.queries import OUTCOMES, PHASES, Figures, GroupFigures, PhaseFigures
+from agentlab.tools.registry import get_tool
 from traces.display.figures import format_cost, format_duration
+from traces.display.labels import paradigm_name, status_word
 from traces.views.filters import FINISHED
 
-OUTCOME_LABELS = {s: s.replace("_", " ") for s in OUTCOMES}
+OUTCOME_LABELS = {s: status_word(s) for s in OUTCOMES}
 
 
 @require_GET
@@ -24,6 +26,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     period = form.chosen()
     found = queries.figures(request.user, period)
     groups = [group_row(g, period) for g in found.groups]
+    if period.group == "paradigm":  # "Multi-Agent", not multi_agent
+        for g in groups:
+            g["label"] = paradigm_name(g["key"]) if g["key"] else g["label"]
     context = {
         "form": form, "period": period, "periods": PERIODS, "group_label": GROUPS[period.group],
         "figures": found, "groups": groups, "outcomes": OUTCOME_LABELS, "phases": PHASES,
@@ -72,7 +77,9 @@ def phase_cells(phase: str, f: PhaseFigures | None) -> dict[str, Any]:
 
 def tool_row(t: queries.ToolFigures, period: Period) -> dict[str, Any]:
     """A tool's figures; its links list the finished runs that called it (ok / with an error)."""
-    return {"name": t.name, "calls": t.calls, "ok": t.ok, "errors": t.errors,
+    # A name the model made up is not a tool: its calls are shown as calls to an unknown tool.
+    return {"name": t.name, "known": get_tool(t.name) is not None,
+            "calls": t.calls, "ok": t.ok, "errors": t.errors,
             "success": pct(t.success_rate), "avg": format_duration(t.avg_ms),
             "top_errors": t.top_errors, "url": tool_url(period, t.name),
             "ok_url": tool_url(period, t.name, "ok"),
@@ -101,7 +108,8 @@ def chart_data(found: Figures, groups: list[dict[str, Any]], period: Period) -> 
                     "p50_ms": [_round(f and f.p50_ms, 1) for f in phases],
                     "p95_ms": [_round(f and f.p95_ms, 1) for f in phases],
                     "links": [period.runs_url(status=FINISHED, sort="-duration")] * len(PHASES)},
-        "tools": {"labels": [t.name for t in found.tools],
+        "tools": {"labels": [t.name if get_tool(t.name) else f"unknown tool {t.name}"
+                             for t in found.tools],
                   "success_pct": [_round(t.success_rate and t.success_rate * 100, 1)
                                   for t in found.tools],
                   "links": [tool_url(period, t.name) for t in found.tools]},

@@ -6,13 +6,14 @@ from django import forms
 
 from agentlab.evals.models import Suite
 from agentlab.models import Agent, ModelProfile
+from traces.display.labels import paradigm_name
 
 MAX_CONCURRENCY = 8
 
 
 class AgentChoices(forms.ModelMultipleChoiceField):
     def label_from_instance(self, obj: Agent) -> str:
-        return f"{obj.name} ({obj.paradigm})"
+        return f"{obj.name} ({paradigm_name(obj.paradigm)})"
 
 
 class StartForm(forms.Form):

@@ -7,6 +7,7 @@ from agentlab.evals import views
 app_name = "evals"
 urlpatterns = [
     path("", views.index, name="index"),
+    path("suites/<int:pk>/", views.suite_detail, name="suite"),
     path("experiments/<int:pk>/", views.detail, name="experiment"),
     path("experiments/<int:pk>/live/", views.live, name="live"),
     path("experiments/<int:pk>/cancel/", views.cancel, name="cancel"),

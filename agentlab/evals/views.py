@@ -20,7 +20,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agentlab.evals import engine, summary
+from agentlab.evals import engine, estimates, summary
 from agentlab.evals.demo import DEMO_SUITE
 from agentlab.evals.forms import StartForm
 from agentlab.evals.models import FINISHED_RESULT_STATUSES, Case, Experiment, Suite
@@ -28,6 +28,7 @@ from agentlab.models import Agent
 from agentlab.runs import tasks
 from traces import access
 from traces.display.figures import best_value
+from traces.display.labels import status_word
 
 POLL_SECONDS = 1
 SCORED = summary.SCORED  # what the mean score counts (an error is a 0)
@@ -78,11 +79,33 @@ def _render_index(request: HttpRequest, user: Any, form: StartForm) -> HttpRespo
     for e in experiments:
         e.percent = round(100 * e.n_done / e.n_total) if e.n_total else 0
         e.mean_score = (e.score_sum or 0) / e.n_scored if e.n_scored else None
+        e.badge = badge(e.status, e.mean_score)
     demo = next((s for s in suites if s.name == DEMO_SUITE and s.case_count), None)
-    return render(request, "evals/index.html", {
-        "form": form, "suites": suites, "experiments": experiments,
-        "demo_suite": demo, "paradigm_agents": _one_per_paradigm(),
-    })
+    paradigm_agents = _one_per_paradigm()
+    all_agents = list(Agent.objects.all())
+    seconds = estimates.agent_seconds(user, all_agents)
+    context = {"form": form, "suites": suites, "experiments": experiments,
+               "demo_suite": demo, "paradigm_agents": paradigm_agents,
+               # What the start form's script estimates from (static/agentlab/evals.js).
+               "estimate_data": {"cases": {s.pk: s.case_count for s in suites},
+                                 "seconds": {a.pk: seconds[a.pk] for a in all_agents}}}
+    if demo and paradigm_agents:
+        agent_secs = [seconds[a.pk] for a in paradigm_agents]
+        small = min(estimates.SMALL_CASES, demo.case_count)
+        context["demo_small"] = {"cases": small, **estimates.estimate(small, agent_secs, 2)}
+        context["demo_full"] = estimates.estimate(demo.case_count, agent_secs, 2)
+    return render(request, "evals/index.html", context)
+
+
+def badge(status: str, mean_score: float | None) -> dict[str, str]:
+    """An experiment's badge: how it scored once finished ("scored 35 %"), else its status."""
+    if status == "succeeded" and mean_score is not None:
+        level = "high" if mean_score >= 0.8 else "mid" if mean_score >= 0.4 else "low"
+        return {"css": f"score score-{level}", "text": f"scored {mean_score * 100:.0f} %",
+                "title": "finished; the mean score of its answers (an error counts as 0)"}
+    words = {"succeeded": "finished", "failed": "failed"}
+    return {"css": f"status status-{status}", "text": words.get(status, status_word(status)),
+            "title": ""}
 
 
 def places(experiment: Experiment) -> int:
@@ -129,8 +152,12 @@ def _experiment_context(request: HttpRequest, pk: int) -> dict[str, Any]:
     finished = not experiment.is_active
     earlier = (Experiment.objects.visible_to(request.user)
                .filter(suite=experiment.suite_id).exclude(pk=pk).order_by("-created")[:50])
+    scored = experiment.results.filter(status__in=SCORED).aggregate(n=Count("pk"),
+                                                                     total=Sum("score"))
+    mean = (scored["total"] or 0) / scored["n"] if scored["n"] else None
     return {
         "experiment": experiment, "done": done, "total": total, "finished": finished,
+        "badge": badge(experiment.status, mean),
         "percent": round(100 * done / total) if total else 0,
         "columns": columns, "rows": list(zip(cases, cells, strict=True)),
         "agents": agents, "figures": FIGURES, "earlier": list(earlier),
@@ -217,6 +244,16 @@ def compare(request: HttpRequest, pk: int, other: int) -> HttpResponse:
         "experiment": experiment, "earlier": earlier, "changes": changes,
         "counts": summary.change_counts(changes),
     })
+
+
+@require_GET
+def suite_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """A suite's cases, readable outside the admin: question, expected answer, scorer, tags."""
+    suite = Suite.objects.filter(pk=pk).first()
+    if suite is None:
+        raise Http404("no such suite")
+    cases = list(suite.cases.order_by("position", "id"))
+    return render(request, "evals/suite.html", {"suite": suite, "cases": cases})
 
 
 def _get(user: Any, pk: int, action: access.Action = "watch") -> Experiment:

@@ -144,7 +144,10 @@ class RunConsumer(LiveConsumer):
     async def send_state(self, run: dict[str, Any]) -> None:
         control = live.get(self.run_id)
         detail = control.detail() if control and run["status"] == "paused" else {}
-        await self.send_json({"type": "status", "status": run["status"], "detail": detail})
+        frame = {"type": "status", "status": run["status"], "detail": detail}
+        if control:  # the run's step mode and breakpoints now, for the page's checkboxes
+            frame["debug"] = control.settings.to_dict()
+        await self.send_json(frame)
         for message in control.approval_messages() if control else []:
             await self.send_json({"type": "approval", **_approval(message)})
         if run["status"] in FINISHED_STATUSES:

@@ -31,5 +31,8 @@
                          extra || {});
   }
 
-  window.AgentLabCharts = { bar, axis };
+  /* Whether a series has anything to draw: an axis of costs that are all $0 says nothing. */
+  function any(values) { return (values || []).some((v) => Number(v) > 0); }
+
+  window.AgentLabCharts = { bar, axis, any };
 })();

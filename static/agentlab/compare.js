@@ -17,13 +17,19 @@
 
   function drawChart() {
     if (!window.AgentLabCharts) return;
-    AgentLabCharts.bar("compare-chart", "compare-chart-data", (d) => ({
-      data: { labels: d.labels, datasets: [
-        { label: "Cost (USD)", data: d.cost_usd, yAxisID: "cost" },
-        { label: "Wall time (s)", data: d.wall_s, yAxisID: "time" }] },
-      options: { scales: { cost: AgentLabCharts.axis("left", "USD"),
-                           time: AgentLabCharts.axis("right", "seconds") } },
-    }));
+    AgentLabCharts.bar("compare-chart", "compare-chart-data", (d) => {
+      const time = { label: "Wall time (s)", data: d.wall_s, yAxisID: "time" };
+      if (!AgentLabCharts.any(d.cost_usd)) {  // every run cost $0: no empty cost axis
+        return { data: { labels: d.labels, datasets: [time] },
+                 options: { scales: { time: AgentLabCharts.axis("left", "seconds") } } };
+      }
+      return {
+        data: { labels: d.labels, datasets: [
+          { label: "Cost (USD)", data: d.cost_usd, yAxisID: "cost" }, time] },
+        options: { scales: { cost: AgentLabCharts.axis("left", "USD"),
+                             time: AgentLabCharts.axis("right", "seconds") } },
+      };
+    });
   }
 
   document.addEventListener("DOMContentLoaded", () => {

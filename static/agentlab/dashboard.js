@@ -42,13 +42,17 @@
       links: o.series.map((s) => s.links),
     }));
 
-    draw("chart-usage", ({ usage: u }) => ({
-      data: { labels: u.labels, datasets: [
-        { label: "Tokens per run", data: u.tokens_per_run, yAxisID: "tokens" },
-        { label: "Total cost (USD)", data: u.cost_usd, yAxisID: "cost" }] },
-      options: { scales: { tokens: axis("left", "tokens / run"), cost: axis("right", "USD") } },
-      links: u.links,
-    }));
+    draw("chart-usage", ({ usage: u }) => {
+      const tokens = { label: "Tokens per run", data: u.tokens_per_run, yAxisID: "tokens" };
+      const costs = window.AgentLabCharts.any(u.cost_usd);  // all $0: no empty cost axis
+      return {
+        data: { labels: u.labels, datasets: costs
+          ? [tokens, { label: "Total cost (USD)", data: u.cost_usd, yAxisID: "cost" }] : [tokens] },
+        options: { scales: costs ? { tokens: axis("left", "tokens / run"), cost: axis("right", "USD") }
+                                 : { tokens: axis("left", "tokens / run") } },
+        links: u.links,
+      };
+    });
 
     draw("chart-latency", ({ latency: l }) => ({
       data: { labels: l.labels, datasets: [

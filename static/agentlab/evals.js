@@ -1,7 +1,8 @@
 /* Evaluation pages. The experiment fragment (#experiment-live) is re-fetched by htmx every
    second while the experiment runs; this file keeps the ticked diff cells across those swaps,
    allows "Diff" only for exactly two cells, draws the summary chart (charts.js), and
-   on the index page ticks one default agent per paradigm. */
+   on the index page ticks one default agent per paradigm and says, before the start, how many
+   runs the form's experiment is and how long these agents' past runs say it takes. */
 (function () {
   "use strict";
   let ticked = new Set();
@@ -52,12 +53,63 @@
     form.querySelectorAll('input[name="agents"]').forEach((b) => {
       b.checked = wanted.has(b.value);
     });
+    updateEstimate();
+  });
+
+  // ---------------------------------------------------------------- the start form's estimate
+  const BIG = 50; // more runs than this: ask before starting them
+  function span(s) {
+    if (s < 120) return `${Math.round(s)} s`;
+    if (s < 5400) return `${Math.round(s / 60)} min`;
+    return `${(s / 3600).toFixed(1)} h`;
+  }
+
+  function updateEstimate() {
+    const out = document.querySelector("[data-estimate]");
+    const source = document.getElementById("evals-estimate-data");
+    if (!out || !source) return;
+    const data = JSON.parse(source.textContent);
+    const form = out.closest("form");
+    const suite = form.querySelector('select[name="suite"]');
+    const agents = [...form.querySelectorAll('input[name="agents"]:checked')].map((b) => b.value);
+    const inSuite = Number(data.cases[suite && suite.value] || 0);
+    const limit = parseInt(form.querySelector('input[name="case_limit"]').value, 10);
+    const cases = limit > 0 ? Math.min(limit, inSuite) : inSuite;
+    const concurrency = Math.max(1, parseInt(form.querySelector('input[name="concurrency"]').value, 10) || 1);
+    const runs = cases * agents.length;
+    if (!runs) {
+      out.textContent = "Choose a suite and agents to see how many runs that is.";
+      out.classList.remove("big");
+      delete form.dataset.confirm;
+      return;
+    }
+    const secs = agents.map((a) => data.seconds[a]);
+    const known = secs.filter((s) => s !== null && s !== undefined);
+    let text = `${cases} case${cases === 1 ? "" : "s"} × ${agents.length} agent${agents.length === 1 ? "" : "s"} = ${runs} run${runs === 1 ? "" : "s"}`;
+    if (known.length) {
+      const total = known.reduce((sum, s) => sum + cases * s, 0) / concurrency;
+      text += `, about ${span(total)}${known.length < secs.length ? " or more" : ""} (from these agents' past runs)`;
+    } else {
+      text += "; no past runs of these agents to estimate the time from";
+    }
+    out.textContent = text;
+    out.classList.toggle("big", runs > BIG);
+    if (runs > BIG) form.dataset.confirm = `This starts ${runs} runs. Start them all? (First N cases makes a smaller experiment.)`;
+    else delete form.dataset.confirm;
+  }
+
+  document.addEventListener("input", (event) => {
+    if (event.target.closest && event.target.closest(".evals-form")) updateEstimate();
+  });
+  document.addEventListener("change", (event) => {
+    if (event.target.closest && event.target.closest(".evals-form")) updateEstimate();
   });
 
   document.addEventListener("DOMContentLoaded", () => {
     ticked = new Set(boxes().filter((b) => b.checked).map((b) => b.value));
     updateDiff();
     drawChart();
+    updateEstimate();
   });
   document.addEventListener("htmx:afterSettle", () => { restoreTicks(); drawChart(); });
 })();

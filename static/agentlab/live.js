@@ -10,7 +10,10 @@
 (function () {
   "use strict";
   // Defined once in traces/schema.py; templates/live/_assets.html puts them on the page.
-  const FINISHED = JSON.parse(document.getElementById("run-statuses").textContent).finished;
+  const STATUSES = JSON.parse(document.getElementById("run-statuses").textContent);
+  const FINISHED = STATUSES.finished;
+  // A status in words ("finished with an answer"); one this page does not know, as its value.
+  const word = (s) => (STATUSES.words || {})[s] || String(s || "").replace(/_/g, " ");
   const REFUSED = 4403; // not yours to watch (or no longer): do not reconnect
   const BEHIND = 1013; // fell too far behind: the ws extension reconnects, then we sync
   const TOO_LARGE = 1009; // a frame over the server's limit: no reconnect
@@ -45,6 +48,9 @@
       root.addEventListener("click", (e) => this.clicked(e));
       const debug = own(root, "debug");
       if (debug) debug.addEventListener("change", () => this.sendDebug());
+      // What the run is doing now: the step, seconds ticking, tokens (see activity()).
+      this.current = null;
+      this.ticker = null;
       this.show();
     }
 
@@ -107,9 +113,65 @@
       }
       if (frame.kind === "llm" && frame.status === "running") this.startStream(frame.seq);
       if (window.htmx) window.htmx.process(el); // lazy payloads in the viewer's partial
+      this.track(frame);
+    }
+
+    // ------------------------------------------------------------ what is happening now
+
+    track(frame) {
+      const step = frame.step || {};
+      if (frame.status === "running") {
+        const started = Number(step.started_at) * 1000;
+        this.current = {
+          seq: frame.seq, kind: frame.kind, name: step.name || "", role: step.role || "",
+          started: Number.isFinite(started) && started > 0 ? Math.min(started, Date.now()) : Date.now(),
+          tokens: 0, firstToken: null,
+        };
+      } else if (this.current && this.current.seq === frame.seq) {
+        this.current = null;
+      }
+      this.activity();
+    }
+
+    activity() {
+      const el = own(this.root, "activity");
+      if (!el) return;
+      const active = !FINISHED.includes(this.status) && this.status !== "queued";
+      const now = this.current;
+      if (!active || !now) {
+        el.hidden = !active || this.status === "paused";
+        if (active && this.status !== "paused") el.textContent = "working… waiting for the next step";
+        this.tick(active && this.status !== "paused");
+        return;
+      }
+      const secs = Math.max(0, (Date.now() - now.started) / 1000);
+      let what;
+      if (now.kind === "llm") what = `model call${now.name ? " to " + now.name : ""}`;
+      else if (now.kind === "tool") what = `tool ${now.name}`;
+      else what = `${now.kind}${now.name ? " " + now.name : ""}`;
+      if (now.role && now.role !== "agent") what += ` (${now.role})`;
+      let text = `Step ${now.seq}: ${what} · ${secs.toFixed(0)} s`;
+      if (now.tokens) {
+        const since = Math.max(0.001, (Date.now() - now.firstToken) / 1000);
+        text += ` · ${now.tokens} tokens so far · ${(now.tokens / since).toFixed(1)} tokens/s`;
+      } else if (now.kind === "llm") {
+        text += " · waiting for the reply (a reply that calls tools arrives whole, not token by token)";
+      }
+      el.textContent = this.status === "paused" ? `Paused before step ${now.seq}: ${what}` : text;
+      el.hidden = false;
+      this.tick(this.status !== "paused");
+    }
+
+    tick(on) {
+      if (on && !this.ticker) this.ticker = setInterval(() => this.activity(), 1000);
+      else if (!on && this.ticker) { clearInterval(this.ticker); this.ticker = null; }
     }
 
     on_token(frame) {
+      if (this.current && this.current.seq === frame.seq) {
+        if (!this.current.firstToken) this.current.firstToken = Date.now();
+        this.current.tokens += 1; // one delta a token, as the stream sends them
+      }
       const step = this.stepEl(frame.seq);
       if (step) {
         let pre = step.querySelector("[data-stream]");
@@ -141,7 +203,25 @@
       if (!(frame.status === "paused" && detail.waiting_for === "approval")) {
         this.approvalSeq = null;
       }
+      const debug = frame.debug || detail.settings;
+      if (debug) this.showDebug(debug);
       this.show(detail.reason);
+      this.activity();
+    }
+
+    showDebug(debug) {
+      // The run's real step mode and breakpoints (after a reload, another tab's changes).
+      const box = own(this.root, "debug");
+      if (!box) return;
+      const field = (name) => box.querySelector(`[name="${name}"]`);
+      for (const name of ["step_mode", "break_on_error", "break_on_reflection"]) {
+        const f = field(name);
+        if (f && document.activeElement !== f) f.checked = !!debug[name];
+      }
+      const tools = field("break_tools");
+      if (tools && document.activeElement !== tools) tools.value = (debug.break_tools || []).join(", ");
+      if (debug.step_mode || (debug.break_tools || []).length || debug.break_on_error
+          || debug.break_on_reflection) box.open = true;
     }
 
     on_approval(frame) {
@@ -169,7 +249,33 @@
       if (bubble) bubble.hidden = true;
       if (frame.error && frame.status !== "succeeded") this.fail(frame.error);
       this.pendingSeq = this.approvalSeq = null;
+      this.current = null;
+      this.note("finished");
       this.show();
+      this.activity();
+      this.finished();
+    }
+
+    finished() {
+      // On a trace page the header, totals, timeline and replay bar were drawn while the run
+      // was live: swap the whole page region for the finished trace (static/agentlab/trace.js
+      // starts again on it), without a reload.
+      const url = this.root.dataset.finishedUrl;
+      if (!url || this.swapped) return;
+      this.swapped = true;
+      fetch(url, { headers: { "HX-Request": "true" }, credentials: "same-origin" })
+        .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); return r.text(); })
+        .then((html) => {
+          const fresh = new DOMParser().parseFromString(html, "text/html")
+            .getElementById("run-page");
+          const old = document.getElementById("run-page");
+          if (!fresh || !old) return;
+          this.tick(false);
+          old.replaceWith(document.adoptNode(fresh));
+          if (window.htmx) window.htmx.process(fresh);
+          document.dispatchEvent(new CustomEvent("agentlab:trace-replaced"));
+        })
+        .catch(() => { this.swapped = false; this.note("finished — reload the page for the whole trace"); });
     }
 
     on_error(frame) { this.fail(frame.error); }
@@ -277,7 +383,7 @@
     show(reason) {
       const status = own(this.root, "status");
       if (status) {
-        status.textContent = this.status.replace("_", " ");
+        status.textContent = word(this.status);
         status.className = `status status-${this.status}`;
       }
       const pending = own(this.root, "pending");
@@ -288,15 +394,23 @@
       }
       const approval = own(this.root, "approval");
       if (approval) approval.hidden = this.approvalSeq === null;
-      const active = ["queued", "running", "paused"].includes(this.status);
+      const active = !FINISHED.includes(this.status);
+      // Pause / Resume / Step once: in the bar while it runs, in the pending box while it
+      // waits there; none once the run has ended.
+      const waiting = this.pendingSeq !== null;
       for (const b of this.root.querySelectorAll("[data-act]")) {
         if (b.closest("[data-live-run]") !== this.root || b.closest('[data-live="approval"]')) continue;
         const act = b.dataset.act;
+        const inPending = !!b.closest('[data-live="pending"]');
         if (act === "start") b.hidden = this.status !== "queued";
-        else if (act === "resume") b.disabled = this.status !== "paused" || this.pendingSeq === null;
-        else if (act === "pause" || act === "step") b.disabled = !active || this.status === "queued";
+        else if (act === "resume" || act === "step" || act === "pause") {
+          b.hidden = !active || this.status === "queued" || (waiting && !inPending)
+            || (act === "resume" && !inPending) || (act === "pause" && this.status === "paused");
+        } else if (act === "cancel") b.hidden = !active || (waiting && !inPending);
         else b.hidden = !active;
       }
+      const debug = own(this.root, "debug");
+      if (debug) debug.hidden = !active;
     }
 
     note(text) {

@@ -42,8 +42,40 @@
   }
 
   // ------------------------------------------------------------------ one run: replay
+  // The page-wide listeners (keys, [data-go] links, htmx settles) are added once and act on
+  // the trace shown now: live.js replaces the trace when a live run ends, and then this
+  // starts again on the new one.
+  var T = null;
+  var wired = false;
+
+  function wireDocument() {
+    if (wired) return;
+    wired = true;
+    document.addEventListener("click", function (e) {
+      var link = e.target.closest("[data-go]");
+      if (!T || !link || e.metaKey || e.ctrlKey || e.shiftKey) return;
+      e.preventDefault();
+      T.go(parseInt(link.dataset.go, 10));
+    });
+    document.addEventListener("keydown", function (e) {
+      var t = e.target;
+      if (!T || e.altKey || e.ctrlKey || e.metaKey) return;
+      if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+      var keys = {ArrowRight: function () { return T.neighbour(1); },
+                  ArrowLeft: function () { return T.neighbour(-1); },
+                  Home: function () { return 1; }, End: function () { return T.last(); }};
+      if (!keys[e.key]) return;
+      e.preventDefault();
+      T.go(keys[e.key]());
+    });
+    document.body.addEventListener("htmx:afterSettle", function () { if (T) T.settled(); });
+    document.addEventListener("agentlab:trace-replaced", initTrace);
+  }
+
   function initTrace() {
+    wireDocument();
     var trace = document.getElementById("trace");
+    T = null;
     if (!trace) return;
     var list = document.getElementById("steps");
     var slider = document.getElementById("replay-slider");
@@ -120,6 +152,8 @@
     }
 
     function go(n) {
+      var seen = loadedUpTo();  // a live run's steps arrive after the page was drawn
+      if (seen > last) { last = seen; slider.max = String(last); slider.disabled = false; }
       if (!last) return;
       n = Math.max(1, Math.min(last, n));
       current = n;
@@ -140,23 +174,6 @@
       go(what === "first" ? 1 : what === "last" ? last : neighbour(what === "next" ? 1 : -1));
     });
     slider.addEventListener("input", function () { go(parseInt(slider.value, 10)); });
-    document.addEventListener("click", function (e) {
-      var link = e.target.closest("[data-go]");
-      if (!link || e.metaKey || e.ctrlKey || e.shiftKey) return;
-      e.preventDefault();
-      go(parseInt(link.dataset.go, 10));
-    });
-    document.addEventListener("keydown", function (e) {
-      var t = e.target;
-      if (e.altKey || e.ctrlKey || e.metaKey) return;
-      if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
-      var keys = {ArrowRight: function () { return neighbour(1); },
-                  ArrowLeft: function () { return neighbour(-1); },
-                  Home: function () { return 1; }, End: function () { return last; }};
-      if (!keys[e.key]) return;
-      e.preventDefault();
-      go(keys[e.key]());
-    });
     messagesButton.addEventListener("click", function () {
       var el = current && find(current);
       var panel = el && el.querySelector("details.messages");
@@ -200,12 +217,16 @@
       toggle.setAttribute("aria-expanded", open ? "false" : "true");
       descendants(el).forEach(function (d) { d.classList.toggle("folded-away", open); });
     });
-    document.body.addEventListener("htmx:afterSettle", function () {
-      markParents();
-      if (current !== null) {
-        stepEls().forEach(function (s) { s.classList.toggle("future", seqOf(s) > current); });
-      }
-    });
+    T = {
+      go: go, neighbour: neighbour,
+      last: function () { return last; },
+      settled: function () {
+        markParents();
+        if (current !== null) {
+          stepEls().forEach(function (s) { s.classList.toggle("future", seqOf(s) > current); });
+        }
+      },
+    };
 
     markParents();
     if (current !== null) go(current);

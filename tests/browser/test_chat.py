@@ -38,7 +38,7 @@ def test_chat_streams_the_answer_and_folds_out_its_steps(page, live_url, agent, 
     assert answer.startswith(streamed) and streamed != answer
     expect(turn.locator('[data-live="answer"]')).to_have_text(answer)
     expect(stream).to_be_hidden()
-    expect(turn.locator('[data-live="status"]')).to_have_text("succeeded")
+    expect(turn.locator('[data-live="status"]')).to_have_text("finished with an answer")
     steps = turn.locator(".turn-steps")
     expect(steps.locator("[data-seq]").first).to_be_hidden()  # folded
     steps.get_by_text("Steps behind this answer").click()

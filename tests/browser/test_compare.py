@@ -72,7 +72,8 @@ def test_three_paradigms_race_to_a_summary_table(page, live_server_url, agents):
     for i, name in enumerate(PARADIGMS):
         col = columns.nth(i)
         expect(col.get_by_role("link", name=name)).to_be_visible()
-        expect(col.locator('[data-live="status"]')).to_have_text("succeeded", timeout=30_000)
+        expect(col.locator('[data-live="status"]')).to_have_text("finished with an answer",
+                                                                 timeout=30_000)
         expect(col.locator('[data-live="steps"] [data-kind="final"]')).to_have_count(1)
     expect(columns.nth(0).locator('[data-live="answer"]')).to_have_text("Six times seven is 42.")
     expect(columns.nth(0).locator('[data-live="steps"] [data-kind="tool"]')).to_contain_text(

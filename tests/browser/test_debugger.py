@@ -41,7 +41,7 @@ def test_pause_in_step_mode_edit_a_tool_argument_and_continue(page, live_url, ag
     expect(tool).to_contain_text("6*8")
     expect(tool).to_contain_text("48")
     expect(page.locator('[data-live="answer"]')).to_have_text("The answer is 48.")
-    expect(page.locator('[data-live="status"]')).to_have_text("succeeded")
+    expect(page.locator('[data-live="status"]')).to_have_text("finished with an answer")
     expect(pending).to_be_hidden()
     assert fake_llm.requests[1]["messages"][-1]["content"].startswith("48")
     assert page.js_errors == []

@@ -48,7 +48,8 @@ def test_an_experiment_fills_its_matrix_live(page, live_url, suite_and_agents):
     expect(page.locator('[data-field="agents"]')).to_have_text("Choose at least one agent.")
 
     for name in AGENTS:
-        page.get_by_label(f"{name} (react)").check()
+        page.get_by_label(f"{name} (ReAct)").check()
+    expect(page.locator("[data-estimate]")).to_contain_text("3 cases × 2 agents = 6 runs")
     page.get_by_label("Concurrency").fill("1")
     page.get_by_role("button", name="Start the experiment").click()
     page.wait_for_url(re.compile(r"/evals/experiments/\d+/$"))
@@ -60,7 +61,8 @@ def test_an_experiment_fills_its_matrix_live(page, live_url, suite_and_agents):
     expect(page.locator("td.cell-pending, td.cell-running").first).to_be_visible()
     expect(page.locator("[data-progress-text]")).to_have_text("6 / 6 · 100%", timeout=30_000)
     expect(progress).to_have_attribute("value", "6")
-    expect(page.locator("[data-experiment-status]")).to_have_text("succeeded")
+    # The badge tells how it scored, not just that it ran: 4 of 6 answers were right.
+    expect(page.locator("[data-experiment-status]")).to_have_text("scored 67 %")
 
     matrix = page.locator("table.evals-matrix")
     expect(matrix.locator("td.cell-pass")).to_have_count(4)
@@ -88,4 +90,39 @@ def test_an_experiment_fills_its_matrix_live(page, live_url, suite_and_agents):
     matrix.locator("tbody tr").nth(2).locator("[data-cell-link]").first.click()
     page.wait_for_url(re.compile(r"/runs/\d+/$"))
     expect(page.locator("h1.question")).to_have_text("What is 3*3?")
+    # Its status says it answered; the score next to it says the answer was wrong.
+    expect(page.locator("#run-head .run-meta .status")).to_have_text("finished with an answer")
+    expect(page.locator("#run-head .run-meta .score")).to_have_text("scored 0 %")
+    assert page.js_errors == []
+
+
+def test_the_start_form_says_how_many_runs_and_how_long_before_it_starts(page, live_url, user,
+                                                                         suite_and_agents):
+    from traces.models import Run
+
+    alpha = Agent.objects.get(name="Alpha")
+    for _ in range(2):  # alpha's past runs took 30 s each
+        Run.objects.create(user=user, agent=alpha, agent_name="Alpha", paradigm="react",
+                           input="q", status="succeeded", wall_ms=30_000)
+    page.goto(f"{live_url}/evals/")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Evals")
+    page.select_option("select[name=suite]", label="Arithmetic")
+    page.get_by_label("Alpha (ReAct)").check()
+    page.get_by_label("Concurrency").fill("1")
+    estimate = page.locator("[data-estimate]")
+    expect(estimate).to_have_text("3 cases × 1 agent = 3 runs, about 90 s "
+                                  "(from these agents' past runs)")
+    page.get_by_label("Concurrency").fill("3")
+    expect(estimate).to_contain_text("= 3 runs, about 30 s")
+    page.get_by_label("Beta (ReAct)").check()  # no past runs: at least that long
+    expect(estimate).to_contain_text("= 6 runs, about 30 s or more")
+    page.get_by_label("First N cases").fill("1")
+    expect(estimate).to_contain_text("1 case × 2 agents = 2 runs")
+
+    # A suite's cases can be read outside the admin.
+    page.get_by_role("link", name="Arithmetic").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Arithmetic")
+    expect(page.locator("table.evals-cases tbody tr")).to_have_count(3)
+    expect(page.locator("table.evals-cases")).to_contain_text("What is 3*3?")
+    expect(page.locator('table.evals-cases tr').nth(3)).to_contain_text("9")
     assert page.js_errors == []

@@ -113,6 +113,8 @@ MATRIX: dict[str, Row] = {
     # dashboard and evaluation
     "dashboard:index": Row("/dashboard/", other="ok"),  # figures only, of the visitor's runs
     "evals:index": lists("/evals/"),
+    # suites are shared configuration (like agents): every logged-in user may read their cases
+    "evals:suite": Row("/evals/suites/{suite}/", other="ok"),
     "evals:experiment": Row("/evals/experiments/{experiment}/"),
     "evals:live": Row("/evals/experiments/{experiment}/live/"),
     "evals:cancel": Row("/evals/experiments/{experiment}/cancel/", "post"),
@@ -208,7 +210,7 @@ def world(django_user_model, monkeypatch) -> dict[str, Any]:
     conversation = Conversation.objects.create(user=alice, agent=agents[0], title=SECRET)
     ChatTurn.objects.create(conversation=conversation, run=second, position=1)
     ids = {"run": run.pk, "second": second.pk, "comparison": comparison.pk,
-           "experiment": experiment.pk, "earlier": earlier.pk,
+           "experiment": experiment.pk, "earlier": earlier.pk, "suite": suite.pk,
            "conversation": conversation.pk, "agent": agents[0].pk}
     return {"users": users, "ids": ids, "launched": launched}
 

@@ -101,7 +101,7 @@ def test_a_hostile_answer_streamed_live_stays_text(page, live_url, calc_agent, f
     page.get_by_label("Message").fill(PAYLOAD)
     page.get_by_role("button", name="Send").click()
     turn = page.locator("#turn-1")
-    expect(turn.locator('[data-live="status"]')).to_have_text("succeeded")
+    expect(turn.locator('[data-live="status"]')).to_have_text("finished with an answer")
     turn.get_by_text("Steps behind this answer").click()
     assert_inert(page)
     expect(turn.locator('[data-live="answer"]')).to_contain_text(SHOWN)

@@ -256,7 +256,7 @@ class TestEndpointAndKey:
                                  {"tools": "live", "agent": "recorded"})
         html = page.content.decode()
         assert page.status_code == 200 and "is not configured here" in html
-        assert f'<option value="{today.pk}">Office agent (react)</option>' in html
+        assert f'<option value="{today.pk}">Office agent (ReAct)</option>' in html
         assert await Run.objects.acount() == 2  # nothing started
         fork_page = (await client.get(reverse("run_fork", args=[imported.pk, 1]))).content
         assert b'name="bind_agent"' in fork_page

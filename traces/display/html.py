@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from traces.display.figures import format_cost, format_duration, format_size, format_tokens
-from traces.display.view import Payload, StepView
+from traces.display.view import Payload, StepView, fact_label
 
 LOADING = '<div class="payload-body muted">Loading…</div>'
 
@@ -67,8 +67,8 @@ def step_html(step: StepView, run: Any) -> SafeString:
         parts.append(_actions(step, run, pk))
     parts.append("  </header>\n")
     if step.facts:
-        items = "".join(f'<li class="fact-{_e(key)}"><span>{_e(key)}</span> {_e(value)}</li>'
-                        for key, value in step.facts)
+        items = "".join(f'<li class="fact-{_e(key)}"><span>{_e(fact_label(key))}</span> '
+                        f'{_e(value)}</li>' for key, value in step.facts)
         parts.append(f'  <ul class="facts">{items}</ul>\n')
     if step.kind in ("tool", "approval"):
         parts.append('  <div class="field action"><div class="label">Action</div>'
@@ -125,7 +125,7 @@ def _actions(step: StepView, run: Any, pk: Any) -> str:
                      f'{_e(meta.get("source_seq", ""))}">'
                      f'{"edited" if meta.get("edited") else "replayed"}</span>')
     active = getattr(run, "is_active", False)
-    if not (active() if callable(active) else active):
+    if not (active() if callable(active) else active) and step.status != "running":
         links.append(f'<a href="{_url("run_fork", pk, step.seq)}" title="A new run: steps '
                      f'1–{_e(step.seq)} from the record, live after">Fork from here</a>')
     if step.kind == "llm":

@@ -13,6 +13,8 @@ from typing import Any
 from django.utils.safestring import SafeString
 
 from traces.display import highlight as hl
+from traces.display.figures import format_duration
+from traces.display.labels import status_word
 
 PAYLOAD_LIMIT = 2048  # characters shown inline; bigger payloads are fetched when opened
 TEXT_LABELS = {
@@ -23,9 +25,12 @@ TEXT_LABELS = {
 INPUT_LABELS = {"llm": "Request", "tool": "Arguments", "approval": "Arguments"}
 OUTPUT_LABELS = {"llm": "Response", "tool": "Raw output"}
 # Payloads folded even when small: what they hold is already shown in a friendlier form.
-FOLDED = {("llm", "input"), ("llm", "output"), ("tool", "output"), ("approval", "output")}
+FOLDED = {("llm", "input"), ("llm", "output"), ("tool", "output"), ("approval", "output"),
+          ("final", "output"), ("error", "output")}  # a failure: its text shown, raw JSON folded
 FOLDED_INLINE = 400  # folded payloads up to this size come with the page; bigger ones on demand
 FACT_SKIP = {"traceback"}
+# How a step's meta reads on its card: "first token 13.3 s", not "ttft_ms 1.33e+04".
+FACT_LABELS = {"ttft_ms": "first token", "latency_ms": "latency", "duration_ms": "duration"}
 
 
 @dataclass
@@ -111,7 +116,7 @@ def step_view(row: dict[str, Any], *, run_start: datetime | float | None = None,
     if kind == "llm" and isinstance(calls, list):
         view.tool_calls = [_tool_call(c) for c in calls if isinstance(c, dict)]
     meta = view.meta = row.get("meta") or {}
-    view.facts = [(str(k), _fact(v)) for k, v in meta.items()
+    view.facts = [(str(k), _fact(v, str(k))) for k, v in meta.items()
                   if k not in FACT_SKIP and not isinstance(v, dict | list) and v is not None]
     view.traceback = str(meta.get("traceback") or "")
     return view
@@ -149,10 +154,20 @@ def _tool_call(call: dict[str, Any]) -> ToolCallView:
                         error=call.get("error"))
 
 
-def _fact(value: Any) -> str:
+def fact_label(key: str) -> str:
+    if key in FACT_LABELS:
+        return FACT_LABELS[key]
+    return (key[:-3] if key.endswith("_ms") else key).replace("_", " ")
+
+
+def _fact(value: Any, key: str = "") -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if key.endswith("_ms") and isinstance(value, int | float):
+        return format_duration(value)
+    if key == "status" and isinstance(value, str):
+        return status_word(value)
     if isinstance(value, float):
-        return f"{value:.3g}"
+        return f"{value:,.3f}".rstrip("0").rstrip(".") if abs(value) < 1e6 else f"{value:,.0f}"
     text = str(value)
     return text if len(text) <= 120 else text[:117] + "…"

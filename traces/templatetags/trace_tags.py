@@ -6,9 +6,9 @@ from typing import Any
 
 from django import template
 from django.utils.html import conditional_escape, format_html, json_script
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
-from traces.display import figures
+from traces.display import figures, labels
 from traces.display import highlight as hl
 from traces.display.html import step_html as _step_html
 from traces.display.view import StepView
@@ -37,8 +37,47 @@ def step_html(step: StepView, run: Any = None) -> SafeString:
 def run_statuses() -> SafeString:
     """The run statuses, for the page's scripts: `<script id="run-statuses">` holding
     {"active": [...], "finished": [...]} (traces/schema.py defines them once)."""
-    return json_script({"active": ACTIVE_STATUSES, "finished": FINISHED_STATUSES},
-                       "run-statuses")
+    return json_script({"active": ACTIVE_STATUSES, "finished": FINISHED_STATUSES,
+                        "words": labels.STATUS_WORDS}, "run-statuses")
+
+
+@register.filter
+def status_word(status: str | None) -> str:
+    """A run's status in words: "finished with an answer", "stopped by a limit", "failed"."""
+    return labels.status_word(status)
+
+
+@register.simple_tag
+def status_badge(status: str | None, live: bool = False) -> SafeString:
+    """The status pill: its words, what it means on hover; `live`: live.js keeps it current."""
+    value = str(status or "")
+    return format_html('<span class="status status-{}"{} title="{}">{}</span>', value,
+                       mark_safe(' data-live="status"') if live else "",  # noqa: S308
+                       labels.status_help(value), labels.status_word(value))
+
+
+@register.filter
+def derived(run: Any) -> str:
+    """What a run made from another is: a "replay" (no fork step), a "resume" (a fork at the
+    last step, to continue) or a "fork"; "" for a run of its own."""
+    if not getattr(run, "parent_run_id", None):
+        return ""
+    if getattr(run, "fork_seq", None) is None:
+        return "replay"
+    snapshot = getattr(run, "agent_snapshot", None)
+    fork = snapshot.get("fork") if isinstance(snapshot, dict) else None
+    return "resume" if isinstance(fork, dict) and fork.get("resume") else "fork"
+
+
+@register.filter
+def status_help(status: str | None) -> str:
+    return labels.status_help(status)
+
+
+@register.filter
+def paradigm(key: str | None) -> str:
+    """A paradigm's display name ("multi_agent" -> "Multi-Agent")."""
+    return labels.paradigm_name(key)
 
 
 @register.filter

@@ -12,6 +12,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.forms.utils import from_current_timezone
 from django.utils import timezone
 
+from traces.display import labels
 from traces.models import Run, Step
 from traces.schema import FINISHED_STATUSES, RUN_STATUSES
 
@@ -58,7 +59,7 @@ class RunFilterForm(forms.Form):
     profile = forms.ChoiceField(required=False)
     status = forms.ChoiceField(required=False, label="Status", choices=[
         ("", "any status"), (FINISHED, "finished (any outcome)")] + [
-        (s, s.replace("_", " ")) for s in RUN_STATUSES])
+        (s, labels.status_word(s)) for s in RUN_STATUSES])
     tool = forms.CharField(required=False, max_length=200, label="Tool")
     tool_status = forms.ChoiceField(required=False, label="Tool result", choices=[
         ("", "any result"), ("ok", "ok"), ("error", "error")])
@@ -83,7 +84,9 @@ class RunFilterForm(forms.Form):
                                                 "size": 16}))
         # Choices come from the runs this user can see, so nobody learns other users' agents.
         self.fields["agent"].choices = _choices(runs, "agent_name", "any agent")
-        self.fields["paradigm"].choices = _choices(runs, "paradigm", "any paradigm")
+        self.fields["paradigm"].choices = [
+            (key, labels.paradigm_name(key) if key else name)
+            for key, name in _choices(runs, "paradigm", "any paradigm")]
         self.fields["model"].choices = _choices(runs, MODEL_LOOKUP, "any model")
         self.fields["profile"].choices = _choices(runs, PROFILE_LOOKUP, "any profile")
         if staff:

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, render
 
 from traces import access
 from traces.display import highlight as hl
+from traces.display import labels
 from traces.display import timeline as waterfall
 from traces.display.view import StepView
 from traces.models import Run, Step
@@ -43,6 +44,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     visible = Run.objects.visible_to(request.user)
     context = {
         "run": run, "steps": views, "last_seq": last, "current": current,
+        "scores": labels.scores(run.pk),
         "next_after": _next_after(views, last),
         "profiles": _profiles(run.agent_snapshot),
         "bars": bars, "bars_shown": shown, "lane_labels": lane_labels,

@@ -1,0 +1,203 @@
+"""The screenshot tour: every page a newcomer meets, made the way a person makes it (forms,
+buttons, a run going live, step mode, replay, fork, diff, compare, an experiment), each loaded
+at 1400×900 and at a phone's 390×844 and saved as a full-page screenshot.
+
+On every page of the tour: no script error or CSP violation (the browser fixtures fail on
+them), a heading, and nothing wider than the window (a table scrolls inside its box).
+
+    AGENTLAB_TOUR_DIR=/tmp/tour AGENTLAB_BROWSER_TESTS=1 AGENTLAB_VAR_DIR=$(mktemp -d) \\
+        .venv/bin/python -m pytest tests/browser/test_tour.py
+
+writes NN-name-desktop.png and NN-name-phone.png there (without AGENTLAB_TOUR_DIR, into the
+test's temporary folder). The model is the scripted OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from agentlab.evals.models import Case, Suite
+from agentlab.models import Agent
+from tests.browser_fixtures import log_in
+from tests.fake_openai import Reply
+from traces.models import Run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+SIZES = {"desktop": (1400, 900), "phone": (390, 844)}
+
+
+def answer(body: dict) -> Reply:
+    """ReAct with the calculator: a tool call first, then the answer, streamed."""
+    messages = body.get("messages") or []
+    if "slowly" in str(messages[-1].get("content", "")) if messages else False:
+        return Reply(text="Let me think about it slowly: " + "six times seven, " * 14 + "42.",
+                     chunk_delay_s=0.12)
+    called = any(m.get("role") == "tool" or str(m.get("content", "")).startswith("Result of")
+                 for m in messages)
+    if body.get("tools") and not called:
+        return Reply(tool_calls=[("calculator", '{"expression": "6*7"}')], usage=(120, 18))
+    return Reply(text="6 times 7 is 42, as the calculator says.", usage=(160, 12),
+                 chunk_delay_s=0.01)
+
+
+class Tour:
+    def __init__(self, page, base: str, out: Path) -> None:
+        self.page, self.base, self.out, self.n = page, base, out, 0
+        self.problems: list[str] = []  # said at the end, after every screenshot is taken
+
+    def shoot(self, name: str, path: str | None = None) -> None:
+        """Both sizes of the page at `path` (or the page as it is), checked and saved."""
+        page = self.page
+        if path is not None:
+            page.goto(self.base + path)
+        self.n += 1
+        for size, (width, height) in SIZES.items():
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(150)  # charts and layout settle
+            if not page.locator("h1:visible, #site-name:visible").count():
+                self.problems.append(f"{name} at {size}: no heading")
+            wide = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            if wide > 1:
+                self.problems.append(f"{name} at {size}: {wide}px wider than the window")
+            page.screenshot(path=str(self.out / f"{self.n:02d}-{name}-{size}.png"),
+                            full_page=True)
+        page.set_viewport_size({"width": 1400, "height": 900})
+
+
+def wait_done(pk: int, timeout_s: float = 30) -> Run:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        run = Run.objects.get(pk=pk)
+        if not run.is_active:
+            return run
+        time.sleep(0.2)
+    raise AssertionError(f"run {pk} is still {run.status}")
+
+
+def run_pk(page) -> int:
+    return int(re.search(r"/runs/(\d+)/", page.url).group(1))
+
+
+@pytest.fixture
+def tour(browser_page, live_url, staff, calc_agent, fake_llm, tmp_path) -> Tour:
+    fake_llm.responder = answer
+    second = Agent(name="Calc agent (text)", paradigm="react", description="ReAct in text mode.",
+                   model_profile=calc_agent.model_profile, params={"mode": "text"})
+    second.full_clean()
+    second.save()
+    second.tools.set(calc_agent.tools.all())
+    calc_agent.description = "ReAct with function calling and the calculator."
+    calc_agent.demo_question = "What is 6*7?"
+    calc_agent.save()
+    suite = Suite.objects.create(name="Arithmetic", description="Two small products.")
+    for pos, (q, e) in enumerate([("What is 6*7?", "42"), ("What is 3*3?", "9")], start=1):
+        Case.objects.create(suite=suite, position=pos, question=q, expected=e,
+                            scorer="contains", tags=["math"])
+    out = Path(os.environ.get("AGENTLAB_TOUR_DIR") or tmp_path / "tour")
+    out.mkdir(parents=True, exist_ok=True)
+    log_in(browser_page, live_url, "root", "pw-root-123")
+    return Tour(browser_page, live_url, out)
+
+
+def test_every_page_as_a_newcomer_meets_it(tour, browser_page, live_url):
+    page = browser_page
+    tour.shoot("home", "/")
+
+    # Chat: the index, a conversation with an answered turn.
+    tour.shoot("chat", "/chat/")
+    page.get_by_role("button", name="New conversation with Calc agent", exact=True).click()
+    page.get_by_label("Message").fill("What is 6*7?")
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator("#turn-1 [data-live=status]")).to_have_text("finished with an answer",
+                                                                    timeout=20_000)
+    tour.shoot("conversation")
+
+    # Step mode: a one-off run paused before its first call.
+    page.goto(live_url + "/chat/")
+    page.get_by_label("Question for Calc agent", exact=True).fill("What is 6*7, step by step?")
+    page.locator("form.run-once").first.get_by_label("step mode").check()
+    page.get_by_role("button", name="Run Calc agent", exact=True).click()
+    expect(page.locator('[data-live="pending"]')).to_be_visible(timeout=15_000)
+    tour.shoot("step-mode")
+    # The same run's trace page while it is live (paused), then going on to its end.
+    live_pk = run_pk(page)
+    tour.shoot("live-trace", f"/runs/{live_pk}/")
+    page.locator("details.live-debug").evaluate("d => d.open = true")
+    page.get_by_label("Step mode: pause before every LLM call and tool call").uncheck()
+    page.locator('[data-live="pending"]').get_by_role("button", name="Resume").click()
+    expect(page.locator("#run-head .run-meta .status")).to_have_text("finished with an answer",
+                                                                     timeout=20_000)
+    tour.shoot("finished-trace")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_url(re.compile(r"\?step=2$"))
+    tour.shoot("trace-at-step-2")
+
+    # A live run while its reply streams in: the step, seconds and tokens show.
+    page.goto(live_url + "/chat/")
+    page.get_by_label("Question for Calc agent (text)", exact=True).fill("What is 6*7, slowly?")
+    page.get_by_role("button", name="Run Calc agent (text)", exact=True).click()
+    activity = page.locator('[data-live="activity"]')
+    expect(activity).to_contain_text("tokens/s", timeout=15_000)
+    tour.shoot("live-run")
+    expect(page.locator('[data-live="status"]').first).not_to_have_text("running",
+                                                                        timeout=30_000)
+
+    # Replay, fork, diff.
+    page.goto(f"{live_url}/runs/{live_pk}/")
+    page.get_by_role("button", name="Replay").click()
+    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    replay_pk = run_pk(page)
+    wait_done(replay_pk)
+    tour.shoot("replay", f"/runs/{replay_pk}/")
+    tour.shoot("fork-form", f"/runs/{live_pk}/fork/2/")
+    page.get_by_label("Observation").fill("100")
+    page.get_by_role("button", name="Fork and run").click()
+    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    fork_pk = run_pk(page)
+    wait_done(fork_pk)
+    tour.shoot("fork", f"/runs/{fork_pk}/")
+    tour.shoot("diff", f"/runs/diff/?a={live_pk}&b={fork_pk}")
+    tour.shoot("playground", f"/runs/{live_pk}/steps/1/playground/")
+    tour.shoot("runs", "/runs/")
+
+    # Compare two agents.
+    tour.shoot("compare-form", "/compare/")
+    page.get_by_label("Question").fill("What is 6*7?")
+    for label in page.locator(".compare-agents label.check").all():
+        label.locator("input").check()
+    page.get_by_role("button", name="Run the comparison").click()
+    page.wait_for_url(re.compile(r"/compare/\d+/$"))
+    expect(page.locator("table.compare-summary")).to_be_visible(timeout=30_000)
+    tour.shoot("compare")
+
+    # Evals: the index, a small experiment, its suite.
+    tour.shoot("evals", "/evals/")
+    page.select_option("select[name=suite]", label="Arithmetic")
+    page.get_by_label("Calc agent (ReAct)", exact=True).check()
+    page.get_by_role("button", name="Start the experiment").click()
+    page.wait_for_url(re.compile(r"/evals/experiments/\d+/$"))
+    expect(page.locator("[data-experiment-status]")).to_contain_text("scored", timeout=30_000)
+    tour.shoot("experiment")
+    tour.shoot("suite", f"/evals/suites/{Suite.objects.get().pk}/")
+
+    tour.shoot("dashboard", "/dashboard/")
+
+    # Admin.
+    tour.shoot("admin", "/admin/")
+    agent = Agent.objects.get(name="Calc agent")
+    tour.shoot("admin-agent", f"/admin/agentlab/agent/{agent.pk}/change/")
+    tour.shoot("admin-tools", "/admin/agentlab/tool/")
+    tour.shoot("admin-profiles", "/admin/agentlab/modelprofile/")
+
+    page.context.clear_cookies()
+    tour.shoot("login", "/login/")
+    assert tour.problems == [], "\n".join(tour.problems)
+    assert page.js_errors == []
