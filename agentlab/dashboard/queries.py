@@ -1,7 +1,7 @@
 """The dashboard's figures, each one aggregate in the database (nothing loops over rows here):
 a fixed number of queries, whatever the number of runs, steps or groups.
 
-- Only finished runs count (succeeded, failed, timed out, cancelled, interrupted): a run still
+- Only finished runs count (traces.schema.FINISHED_STATUSES): a run still
   going has no outcome yet, and would pull the averages down. Runs in progress are counted apart.
 - Completion rate = succeeded / finished runs.
 - Phases of a step (llm and tool steps with a duration): tools = tool steps; planning = llm steps
@@ -36,8 +36,7 @@ from agentlab.dashboard.period import Period
 from traces.models import Run, Step
 from traces.schema import FINISHED_STATUSES
 
-OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled", "interrupted")
-assert set(OUTCOMES) == set(FINISHED_STATUSES)
+OUTCOMES = FINISHED_STATUSES  # defined once, in traces/schema.py
 PHASES = ("planning", "execution", "reflection", "tools")
 PLANNING_ROLES = ("planner", "replanner")
 REFLECTION_ROLES = ("reflector", "evaluator", "judge")
