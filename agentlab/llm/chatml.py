@@ -5,51 +5,48 @@ Why our own: llama-cpp-python's `chatml-function-calling` renders its Jinja temp
 autoescaping on (`"` reached the model as `&#34;`), drops `role: tool` messages, and spends
 two to four unbounded completions on a tool turn. Here the prompt is plain ChatML built by
 string concatenation (nothing is escaped), tool results are user turns that name their tool,
-and a tool turn is one completion constrained by a JSON schema: {"tool": <one of the tool names
-or "final_answer">, "arguments": <that tool's parameters>}, read back into OpenAI's shape."""
+and a tool turn is one completion constrained by a grammar: either SmolLM2's own call format,
+`<tool_call>[{"name": <a tool's name>, "arguments": <that tool's parameters>}]</tool_call>`
+(JSON-schema-constrained), or an answer in plain text; read back into OpenAI's shape."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import uuid
 from typing import Any
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
-FINAL = "final_answer"  # the pseudo-tool a tool turn answers with
-_ANSWER_ARGS = {"type": "object", "properties": {"answer": {"type": "string"}},
-                "required": ["answer"]}
+CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 
 Piece = tuple[str, bool]  # (text, whether it is a special marker rather than content)
 
 
 def tool_section(tools: list[dict[str, Any]]) -> str:
-    """What the system message says about the tools and the reply format (short: a 135M model
-    reads it on every turn)."""
-    lines = ["You can use these tools:"]
-    for tool in tools:
-        fn = tool.get("function") or {}
-        desc = " ".join(str(fn.get("description") or "").split())
-        lines.append(f"- {fn.get('name')}: {desc} Arguments: {_arg_sketch(fn.get('parameters'))}")
-    lines += ["", "Reply with one JSON object and nothing else.",
-              'To call a tool: {"tool": "<tool name>", "arguments": {...}}',
-              f'When you know the answer: {{"tool": "{FINAL}", "arguments": '
-              '{"answer": "<the answer>"}}']
-    return "\n".join(lines)
+    """What the system message says about the tools: the format SmolLM2 was tuned on for
+    function calling (its model card), kept short: a 135M model reads it on every turn."""
+    listed = [{"name": (t.get("function") or {}).get("name"),
+               "description": " ".join(str((t.get("function") or {}).get("description")
+                                           or "").split()),
+               "parameters": (t.get("function") or {}).get("parameters") or {}}
+              for t in tools]
+    return ("You have access to the following tools:\n"
+            f"<tools>{json.dumps(listed, ensure_ascii=False)}</tools>\n\n"
+            "When the question needs facts you do not have, call a tool, replying with only:\n"
+            f'{CALL_OPEN}[{{"name": "<tool name>", "arguments": {{...}}}}]{CALL_CLOSE}\n'
+            "When the tool results answer the question, reply with the answer in plain text.")
 
 
-def _arg_sketch(schema: Any) -> str:
-    props = (schema or {}).get("properties") or {} if isinstance(schema, dict) else {}
-    return json.dumps({k: (v.get("type") if isinstance(v, dict) else None) or "any"
-                       for k, v in props.items()})
-
-
-def call_json(name: str, arguments: Any) -> str:
-    """One tool call as the model writes it (and as earlier calls are shown to it again)."""
-    if isinstance(arguments, str):
-        with contextlib.suppress(ValueError):  # else shown as the text it was
-            arguments = json.loads(arguments) if arguments.strip() else {}
-    return json.dumps({"tool": name, "arguments": arguments}, ensure_ascii=False)
+def call_text(calls: list[tuple[str, Any]]) -> str:
+    """Tool calls as the model writes them (and as earlier calls are shown to it again)."""
+    shown = []
+    for name, arguments in calls:
+        if isinstance(arguments, str):
+            with contextlib.suppress(ValueError):  # else shown as the text it was
+                arguments = json.loads(arguments) if arguments.strip() else {}
+        shown.append({"name": name, "arguments": arguments})
+    return f"{CALL_OPEN}{json.dumps(shown, ensure_ascii=False)}{CALL_CLOSE}"
 
 
 def _text(content: Any) -> str:
@@ -81,8 +78,8 @@ def render(messages: list[dict[str, Any]],
             for call in message["tool_calls"]:
                 fn = call.get("function") or {}
                 names[str(call.get("id") or "")] = str(fn.get("name") or "tool")
-                calls.append(call_json(str(fn.get("name") or ""), fn.get("arguments") or {}))
-            content = "\n".join(([content] if content.strip() else []) + calls)
+                calls.append((str(fn.get("name") or ""), fn.get("arguments") or {}))
+            content = "\n".join(([content] if content.strip() else []) + [call_text(calls)])
         elif role in ("tool", "function"):
             name = names.get(str(message.get("tool_call_id") or ""), message.get("name") or "")
             role, content = "user", f"Result of {name or 'the tool'}: {content}"
@@ -98,44 +95,51 @@ def prompt_text(pieces: list[Piece]) -> str:
 
 
 def call_schema(tools: list[dict[str, Any]], forced: str | None = None) -> dict[str, Any]:
-    """The JSON schema of a tool turn's reply: one branch per tool (its name, its parameters)
-    and the answer; `forced` (tool_choice naming a tool) leaves only that tool's branch."""
+    """The JSON schema of one call: one branch per tool (its name, its parameters); `forced`
+    (tool_choice naming a tool) leaves only that tool's branch."""
     branches = []
     for tool in tools:
         fn = tool.get("function") or {}
         if forced is not None and fn.get("name") != forced:
             continue
         params = fn.get("parameters")
-        branches.append(_branch(str(fn.get("name")), params if isinstance(params, dict)
-                                and params else {"type": "object"}))
-    if forced is None:
-        branches.append(_branch(FINAL, _ANSWER_ARGS))
+        branches.append({"type": "object", "properties": {
+            "name": {"const": str(fn.get("name"))},
+            "arguments": params if isinstance(params, dict) and params else {"type": "object"}},
+            "required": ["name", "arguments"]})
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
 
 
-def _branch(name: str, params: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": {"tool": {"const": name}, "arguments": params},
-            "required": ["tool", "arguments"]}
+def call_grammar(call_gbnf: str, *, forced: bool) -> str:
+    """The GBNF of a tool turn: `<tool_call>[call, …]</tool_call>` (the call's GBNF is the
+    schema's, its root renamed), or — unless a tool is forced — an answer in plain text that
+    does not start with "<"."""
+    rules = re.sub(r"^root ::=", "agentlab-call ::=", call_gbnf, flags=re.MULTILINE)
+    calls = f'"{CALL_OPEN}[" agentlab-call ("," space agentlab-call)* "]{CALL_CLOSE}"'
+    root = calls if forced else f'{calls} | agentlab-text'
+    text = '' if forced else '\nagentlab-text ::= [^<\\x00] [^\\x00]*'
+    space = '' if re.search(r"^space ::=", rules, flags=re.MULTILINE) else '\nspace ::= " "?'
+    return f"root ::= {root}{text}{space}\n{rules}"
 
 
 def read_reply(text: str, tool_names: list[str]) -> dict[str, Any]:
-    """A tool turn's constrained output as an OpenAI assistant message. An answer becomes its
-    content; anything else that is not a call of a known tool (a reply cut off by max_tokens)
+    """A tool turn's output as an OpenAI assistant message: `<tool_call>[…]</tool_call>` of
+    known tools become tool_calls; anything else (plain text, or a call cut off by max_tokens)
     is kept as the text it was: a model's mistake is shown, never hidden."""
+    body = text.strip()
+    if not body.startswith(CALL_OPEN):
+        return {"role": "assistant", "content": text}
     try:
-        data = json.loads(text)
+        data = json.loads(body[len(CALL_OPEN):].removesuffix(CALL_CLOSE))
     except ValueError:
-        data = None
-    if not isinstance(data, dict) or not isinstance(data.get("tool"), str):
         return {"role": "assistant", "content": text}
-    name, arguments = data["tool"], data.get("arguments")
-    if name == FINAL and FINAL not in tool_names:
-        answer = arguments.get("answer") if isinstance(arguments, dict) else arguments
-        return {"role": "assistant", "content": answer if isinstance(answer, str)
-                else json.dumps(answer, ensure_ascii=False)}
-    if name not in tool_names:
-        return {"role": "assistant", "content": text}
-    call = {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
-            "function": {"name": name, "arguments": json.dumps(
-                arguments if arguments is not None else {}, ensure_ascii=False)}}
-    return {"role": "assistant", "content": None, "tool_calls": [call]}
+    data = data if isinstance(data, list) else [data]
+    calls = []
+    for item in data:
+        if not isinstance(item, dict) or item.get("name") not in tool_names:
+            return {"role": "assistant", "content": text}
+        arguments = item.get("arguments")
+        calls.append({"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+                      "function": {"name": item["name"], "arguments": json.dumps(
+                          arguments if arguments is not None else {}, ensure_ascii=False)}})
+    return {"role": "assistant", "content": None, "tool_calls": calls}

@@ -43,25 +43,54 @@ def tie_to_parent() -> None:
         sys.exit(0)
 
 
-def grammar_for(schema: dict[str, Any]) -> Any:
-    """A LlamaGrammar for a JSON schema, converted once per schema (the conversion is Python and
-    the same tools come back every turn); a schema it cannot convert gets plain JSON."""
-    from llama_cpp import llama_grammar
-
-    key = json.dumps(schema, sort_keys=True)
+def _cached(key: str, build: Any) -> Any:
     with _lock:
         if key in _GRAMMARS:
             _GRAMMARS.move_to_end(key)
             return _GRAMMARS[key]
-    try:
-        grammar = llama_grammar.LlamaGrammar.from_json_schema(key, verbose=False)
-    except Exception:  # noqa: BLE001 (any converter failure: still JSON)
-        grammar = llama_grammar.LlamaGrammar.from_string(llama_grammar.JSON_GBNF, verbose=False)
+    grammar = build()
     with _lock:
         _GRAMMARS[key] = grammar
         while len(_GRAMMARS) > _GRAMMAR_CACHE:
             _GRAMMARS.popitem(last=False)
     return grammar
+
+
+def grammar_for(schema: dict[str, Any]) -> Any:
+    """A LlamaGrammar for a JSON schema, converted once per schema (the conversion is Python and
+    the same schemas come back every turn); a schema it cannot convert gets plain JSON."""
+    from llama_cpp import llama_grammar
+
+    def build() -> Any:
+        try:
+            return llama_grammar.LlamaGrammar.from_json_schema(key, verbose=False)
+        except Exception:  # noqa: BLE001 (any converter failure: still JSON)
+            return llama_grammar.LlamaGrammar.from_string(llama_grammar.JSON_GBNF,
+                                                          verbose=False)
+
+    key = json.dumps(schema, sort_keys=True)
+    return _cached(key, build)
+
+
+def tool_grammar(tools: list[dict[str, Any]], forced: str | None, *,
+                 calls_only: bool = False) -> Any:
+    """The grammar of a tool turn (chatml.call_grammar), built once per tool list; `forced`
+    names the one tool to call, `calls_only` (tool_choice "required") leaves out the text."""
+    from llama_cpp import llama_grammar
+
+    schema = chatml.call_schema(tools, forced)
+
+    def build() -> Any:
+        try:
+            call = llama_grammar.json_schema_to_gbnf(json.dumps(schema))
+        except Exception:  # noqa: BLE001 (arguments the converter cannot read: any JSON)
+            call = llama_grammar.json_schema_to_gbnf(json.dumps(chatml.call_schema(
+                [{"function": {"name": (t.get("function") or {}).get("name")}}
+                 for t in tools], forced)))
+        return llama_grammar.LlamaGrammar.from_string(
+            chatml.call_grammar(call, forced=calls_only or forced is not None), verbose=False)
+
+    return _cached(json.dumps(["tools", schema, calls_only], sort_keys=True), build)
 
 
 def _tokens(llama: Any, pieces: list[chatml.Piece]) -> list[int]:
@@ -111,43 +140,74 @@ def agentlab_chatml(*, llama: Any, messages: list[dict[str, Any]],
     stops = [stop] if isinstance(stop, str) else list(stop or [])
     if tool_turn:
         assert tools is not None
-        grammar, stops = grammar_for(chatml.call_schema(tools, forced)), []
+        grammar = tool_grammar(tools, forced, calls_only=tool_choice == "required")
+        stops = []
     elif (schema := _response_schema(response_format)) is not None:
         grammar = grammar_for(schema)
     keep = ("temperature", "top_p", "top_k", "min_p", "typical_p", "seed", "presence_penalty",
             "frequency_penalty", "repeat_penalty", "tfs_z", "mirostat_mode", "mirostat_tau",
             "mirostat_eta", "model", "logits_processor", "logit_bias")
     completion = llama.create_completion(
-        prompt=tokens, stream=stream and not tool_turn, stop=stops + [chatml.IM_END],
-        max_tokens=max_tokens, grammar=grammar,
-        **{k: v for k, v in sampling.items() if k in keep})
+        prompt=tokens, stream=stream, stop=stops + [chatml.IM_END], max_tokens=max_tokens,
+        grammar=grammar, **{k: v for k, v in sampling.items() if k in keep})
     if not tool_turn:
         return _convert_completion_to_chat(completion, stream=stream)
-    choice = completion["choices"][0]
     names = [str((t.get("function") or {}).get("name")) for t in tools or []]
-    message = chatml.read_reply(choice["text"], names)
-    finish = "tool_calls" if message.get("tool_calls") else choice.get("finish_reason")
-    response = {"id": "chat" + completion["id"], "object": "chat.completion",
-                "created": completion["created"], "model": completion["model"],
-                "choices": [{"index": 0, "message": message, "finish_reason": finish,
-                             "logprobs": None}],
-                "usage": completion.get("usage")}
-    return _as_chunks(response) if stream else response
+    if stream:
+        return _stream_tool_turn(completion, names)
+    choice = completion["choices"][0]
+    return _tool_response(completion, chatml.read_reply(choice["text"], names),
+                          choice.get("finish_reason"), completion.get("usage"))
+
+
+def _tool_response(head: dict[str, Any], message: dict[str, Any], finish: str | None,
+                   usage: Any) -> dict[str, Any]:
+    finish = "tool_calls" if message.get("tool_calls") else finish
+    return {"id": "chat" + head["id"], "object": "chat.completion", "created": head["created"],
+            "model": head["model"], "usage": usage,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish,
+                         "logprobs": None}]}
+
+
+def _stream_tool_turn(chunks: Iterator[dict[str, Any]], names: list[str]
+                      ) -> Iterator[dict[str, Any]]:
+    """A tool turn streamed: an answer in plain text goes out as it is written; a call is read
+    whole, then sent as one delta."""
+    text, head, finish, streaming = "", None, None, False
+    for chunk in chunks:
+        head = head or chunk
+        piece = chunk["choices"][0]["text"]
+        finish = chunk["choices"][0].get("finish_reason") or finish
+        text += piece
+        if not streaming and text.strip():
+            streaming = not text.lstrip().startswith("<")
+            piece = text if streaming else ""
+        if streaming and piece:
+            yield _chunk(head, {"role": "assistant", "content": piece}, None)
+    if head is None:
+        return
+    if streaming:
+        yield _chunk(head, {}, finish)
+        return
+    yield from _as_chunks(_tool_response(head, chatml.read_reply(text, names), finish, None))
+
+
+def _chunk(head: dict[str, Any], delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+    return {"id": "chat" + head["id"], "object": "chat.completion.chunk",
+            "created": head["created"], "model": head["model"],
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
 
 
 def _as_chunks(response: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """A tool turn asked as a stream: its reply as one delta (the JSON is read whole first)."""
+    """A whole tool-turn reply as a stream: one delta, then the finish."""
     choice = response["choices"][0]
     message = choice["message"]
     delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
     if calls := message.get("tool_calls"):
         delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(calls)]
-    base = {k: response[k] for k in ("id", "created", "model")}
-    yield {**base, "object": "chat.completion.chunk",
-           "choices": [{"index": 0, "delta": delta, "finish_reason": None, "logprobs": None}]}
-    yield {**base, "object": "chat.completion.chunk",
-           "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"],
-                        "logprobs": None}]}
+    head = {**response, "id": response["id"].removeprefix("chat")}
+    yield _chunk(head, delta, None)
+    yield _chunk(head, {}, choice["finish_reason"])
 
 
 def main() -> None:

@@ -60,6 +60,11 @@ class ReAct(Paradigm):
             "reflector": {"enum": ["none", "rule", "llm"], "default": "none",
                           "description": "Review each observation and feed a suggestion back."},
             "markers": MARKERS_SCHEMA,  # text mode: other names for Thought, Action, …
+            "first_tool_choice": {
+                "enum": ["auto", "required"], "default": "auto",
+                "description": "Function calling: the first turn's tool_choice. 'required' "
+                               "makes the first reply a tool call (small models otherwise "
+                               "answer from memory at once)."},
         },
         "additionalProperties": False,
     }
@@ -78,6 +83,7 @@ class ReAct(Paradigm):
         messages = self._start(mode)
         turn = {"function_calling": self._turn_tools, "text": self._turn_text,
                 "json": self._turn_json}[mode]
+        self.first_choice = params.get("first_tool_choice", "auto")
         for _ in range(params["max_iterations"]):
             answer = await turn(messages)
             if answer is not None:
@@ -98,8 +104,10 @@ class ReAct(Paradigm):
     # ------------------------------------------------------------ function calling
 
     async def _turn_tools(self, messages: list[dict[str, Any]]) -> str | None:
+        first = not any(m.get("role") == "tool" for m in messages)
+        choice = self.first_choice if first and self.first_choice != "auto" else None
         result = await self.ctx.llm("agent", messages, tools=self.ctx.executor.openai_tools(),
-                                    max_tokens=MAX_TOKENS)
+                                    tool_choice=choice, max_tokens=MAX_TOKENS)
         if not result.tool_calls:
             if answer := (result.text or "").strip():
                 return answer
