@@ -1,65 +1,59 @@
-# ruff: noqa: E501 (few-shot examples are lines the model reads as they are)
-"""System prompts of the default agents: few-shot examples a 135M model follows, one per ReAct
-mode, in the very format each mode's replies take (the embedded model copies what it sees)."""
+"""Few-shot examples of the default ReAct agents, as chat turns in each mode's own format (a
+135M model copies a shown exchange; it does not follow one described in the system prompt)."""
 
 from __future__ import annotations
 
-_WEATHER = '{"city": "Rome", "temperature_c": 18, "condition": "sunny", "humidity": 60}'
-_AIR = '{"city": "Oslo", "aqi": 30, "category": "good", "main_pollutant": "PM2.5"}'
+import json
+from typing import Any
 
-FUNCTION_CALLING = f"""Answer the user's question with the tools. Call the tool that has the facts, \
-then answer from its result.
+FUNCTION_CALLING = ("Answer the user's question with the tools: call the tool that has the "
+                    "facts, then answer from its result in one sentence.")
 
-Example 1
-User: What is the weather in Rome?
-Assistant: <tool_call>[{{"name": "get_weather", "arguments": {{"city": "Rome"}}}}]</tool_call>
-User: Result of get_weather: {_WEATHER}
-Assistant: It is 18 °C and sunny in Rome.
+# (question, tool, arguments, result, answer)
+_EXAMPLES = [
+    ("What is the weather in Rome?", "get_weather", {"city": "Rome"},
+     '{"city": "Rome", "temperature_c": 18, "condition": "sunny", "humidity_pct": 60}',
+     "It is 18 °C and sunny in Rome."),
+    ("What is 12 * 7?", "calculator", {"expression": "12 * 7"}, "84", "12 * 7 = 84."),
+    ("What is the AQI in Oslo?", "get_air_quality", {"city": "Oslo"},
+     '{"city": "Oslo", "aqi": 30, "category": "good", "main_pollutant": "PM2.5"}',
+     "The AQI in Oslo is 30 (good)."),
+]
 
-Example 2
-User: What is 12 * 7?
-Assistant: <tool_call>[{{"name": "calculator", "arguments": {{"expression": "12 * 7"}}}}]</tool_call>
-User: Result of calculator: 84
-Assistant: 12 * 7 = 84.
 
-Example 3
-User: What is the AQI in Oslo?
-Assistant: <tool_call>[{{"name": "get_air_quality", "arguments": {{"city": "Oslo"}}}}]</tool_call>
-User: Result of get_air_quality: {_AIR}
-Assistant: The AQI in Oslo is 30 (good)."""
+def function_calling() -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = []
+    for i, (question, tool, args, result, answer) in enumerate(_EXAMPLES):
+        call_id = f"example_{i}"
+        turns += [{"role": "user", "content": question},
+                  {"role": "assistant", "content": None, "tool_calls": [
+                      {"id": call_id, "type": "function",
+                       "function": {"name": tool, "arguments": json.dumps(args)}}]},
+                  {"role": "tool", "tool_call_id": call_id, "content": result},
+                  {"role": "assistant", "content": answer}]
+    return turns
 
-JSON = f"""Example 1
-Question: What is the weather in Rome?
-{{"thought": "I need the weather in Rome.", "action": "get_weather", "action_input": {{"city": "Rome"}}}}
-Observation: {_WEATHER}
-{{"thought": "I have it.", "action": "final_answer", "action_input": "It is 18 °C and sunny in Rome."}}
 
-Example 2
-Question: What is 12 * 7?
-{{"thought": "I will calculate it.", "action": "calculator", "action_input": {{"expression": "12 * 7"}}}}
-Observation: 84
-{{"thought": "I have it.", "action": "final_answer", "action_input": "84"}}
+def json_mode() -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = []
+    for question, tool, args, result, answer in _EXAMPLES:
+        call = {"thought": f"I need {tool} for this.", "action": tool, "action_input": args}
+        done = {"thought": "I have the answer.", "action": "final_answer", "action_input": answer}
+        turns += [{"role": "user", "content": f"Question: {question}"},
+                  {"role": "assistant", "content": json.dumps(call, ensure_ascii=False)},
+                  {"role": "user", "content": f"Observation: {result}"},
+                  {"role": "assistant", "content": json.dumps(done, ensure_ascii=False)}]
+    return turns
 
-Example 3
-Question: What is the AQI in Oslo?
-{{"thought": "I need the air quality in Oslo.", "action": "get_air_quality", "action_input": {{"city": "Oslo"}}}}
-Observation: {_AIR}
-{{"thought": "I have it.", "action": "final_answer", "action_input": "The AQI in Oslo is 30."}}"""
 
-TEXT = f"""Example 1
-Question: What is the weather in Rome?
-Thought: I need the weather in Rome.
-Action: get_weather
-Action Input: {{"city": "Rome"}}
-Observation: {_WEATHER}
-Thought: I now know the final answer
-Final Answer: It is 18 °C and sunny in Rome.
-
-Example 2
-Question: What is 12 * 7?
-Thought: I will calculate it.
-Action: calculator
-Action Input: {{"expression": "12 * 7"}}
-Observation: 84
-Thought: I now know the final answer
-Final Answer: 84"""
+def text_mode() -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = []
+    for question, tool, args, result, answer in _EXAMPLES:
+        turns += [{"role": "user", "content": f"Question: {question}"},
+                  {"role": "assistant", "content": f"Thought: I need {tool} for this.\n"
+                                                   f"Action: {tool}\n"
+                                                   f"Action Input: {json.dumps(args)}"},
+                  {"role": "user", "content": f"Observation: {result}"},
+                  {"role": "assistant", "content": "Thought: I now know the final answer\n"
+                                                   f"Final Answer: {answer}"}]
+    return turns

@@ -42,28 +42,35 @@ def test_the_tool_section_goes_into_the_system_message_once() -> None:
     text = chatml.prompt_text(chatml.render(
         [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Paris?"}],
         [WEATHER]))
-    assert text.count("You can use these tools:") == 1
-    assert '- get_weather: Current weather for a city. Arguments: {"city": "string"}' in text
-    assert text.index("Be brief.") < text.index("You can use these tools:")
+    assert text.count("You have access to the following tools:") == 1
+    assert '<tools>[{"name": "get_weather", "description": "Current weather for a city."' in text
+    assert text.index("Be brief.") < text.index("You have access to the following tools:")
 
 
-def test_a_tool_turn_is_constrained_to_the_tools_and_the_answer() -> None:
-    schema = chatml.call_schema([WEATHER])
-    names = [b["properties"]["tool"]["const"] for b in schema["anyOf"]]
-    assert names == ["get_weather", "final_answer"]
-    assert schema["anyOf"][0]["properties"]["arguments"] == WEATHER["function"]["parameters"]
+def test_a_tool_turn_is_constrained_to_the_tools_and_their_arguments() -> None:
+    schema = chatml.call_schema([WEATHER, {**WEATHER, "function": {
+        **WEATHER["function"], "name": "other"}}])
+    names = [b["properties"]["name"]["const"] for b in schema["anyOf"]]
+    assert names == ["get_weather", "other"]
+    args = schema["anyOf"][0]["properties"]["arguments"]
+    assert args["properties"] == {"city": {"type": "string"}}
+    assert args["additionalProperties"] is False  # no keys copied from the last result
     forced = chatml.call_schema([WEATHER], forced="get_weather")
-    assert forced["properties"]["tool"] == {"const": "get_weather"}
+    assert forced["properties"]["name"] == {"const": "get_weather"}
+    grammar = chatml.call_grammar('root ::= "{}"', forced=False)
+    assert grammar.startswith('root ::= "<tool_call>[" agentlab-call')
+    assert "agentlab-text" in grammar
+    assert "agentlab-text" not in chatml.call_grammar('root ::= "{}"', forced=True)
 
 
-def test_the_reply_is_read_back_as_a_call_or_an_answer() -> None:
-    call = chatml.read_reply('{"tool": "get_weather", "arguments": {"city": "Paris"}}',
-                             ["get_weather"])
+def test_the_reply_is_read_back_as_calls_or_an_answer() -> None:
+    call = chatml.read_reply(
+        '<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_call>',
+        ["get_weather"])
     (tc,) = call["tool_calls"]
     assert tc["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
     assert call["content"] is None
-    answer = chatml.read_reply('{"tool": "final_answer", "arguments": {"answer": "15 °C"}}',
-                               ["get_weather"])
-    assert answer == {"role": "assistant", "content": "15 °C"}
-    cut = '{"tool": "get_weather", "argu'  # cut off by max_tokens: shown as it was
+    assert chatml.read_reply("It is 15 °C.", ["get_weather"]) == {
+        "role": "assistant", "content": "It is 15 °C."}
+    cut = '<tool_call>[{"name": "get_weather", "argu'  # cut off by max_tokens: shown as it was
     assert chatml.read_reply(cut, ["get_weather"]) == {"role": "assistant", "content": cut}

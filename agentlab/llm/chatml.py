@@ -102,12 +102,20 @@ def call_schema(tools: list[dict[str, Any]], forced: str | None = None) -> dict[
         fn = tool.get("function") or {}
         if forced is not None and fn.get("name") != forced:
             continue
-        params = fn.get("parameters")
         branches.append({"type": "object", "properties": {
-            "name": {"const": str(fn.get("name"))},
-            "arguments": params if isinstance(params, dict) and params else {"type": "object"}},
+            "name": {"const": str(fn.get("name"))}, "arguments": closed(fn.get("parameters"))},
             "required": ["name", "arguments"]})
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+
+def closed(params: Any) -> dict[str, Any]:
+    """A tool's parameters as a constraint: no properties beyond the listed ones unless the
+    schema says otherwise (a small model otherwise copies the last result's keys into them)."""
+    if not isinstance(params, dict) or not params:
+        return {"type": "object"}
+    if params.get("type") == "object" and "properties" in params:
+        return {"additionalProperties": False, **params}
+    return params
 
 
 def call_grammar(call_gbnf: str, *, forced: bool) -> str:

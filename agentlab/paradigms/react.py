@@ -60,6 +60,16 @@ class ReAct(Paradigm):
             "reflector": {"enum": ["none", "rule", "llm"], "default": "none",
                           "description": "Review each observation and feed a suggestion back."},
             "markers": MARKERS_SCHEMA,  # text mode: other names for Thought, Action, …
+            "few_shot": {
+                "type": "array", "default": [], "maxItems": 24,
+                "description": "Example turns shown before the question, in the mode's own "
+                               "format (a small model copies a shown exchange far better "
+                               "than one described in the prompt).",
+                "items": {"type": "object", "required": ["role"],
+                          "properties": {"role": {"enum": ["user", "assistant", "tool"]},
+                                         "content": {"type": ["string", "null"]},
+                                         "tool_calls": {"type": "array"},
+                                         "tool_call_id": {"type": "string"}}}},
             "first_tool_choice": {
                 "enum": ["auto", "required"], "default": "auto",
                 "description": "Function calling: the first turn's tool_choice. 'required' "
@@ -84,6 +94,7 @@ class ReAct(Paradigm):
         turn = {"function_calling": self._turn_tools, "text": self._turn_text,
                 "json": self._turn_json}[mode]
         self.first_choice = params.get("first_tool_choice", "auto")
+        self.turns = 0
         for _ in range(params["max_iterations"]):
             answer = await turn(messages)
             if answer is not None:
@@ -98,14 +109,15 @@ class ReAct(Paradigm):
         if self.ctx.system_prompt:
             prompt = f"{self.ctx.system_prompt}\n\n{prompt}"
         question = self.task if mode == "function_calling" else f"Question: {self.task}"
-        return [{"role": "system", "content": prompt}, *self.ctx.history,
+        few_shot = [dict(m) for m in self.params_of(self.ctx).get("few_shot") or []]
+        return [{"role": "system", "content": prompt}, *few_shot, *self.ctx.history,
                 {"role": "user", "content": question}]
 
     # ------------------------------------------------------------ function calling
 
     async def _turn_tools(self, messages: list[dict[str, Any]]) -> str | None:
-        first = not any(m.get("role") == "tool" for m in messages)
-        choice = self.first_choice if first and self.first_choice != "auto" else None
+        self.turns += 1
+        choice = self.first_choice if self.turns == 1 and self.first_choice != "auto" else None
         result = await self.ctx.llm("agent", messages, tools=self.ctx.executor.openai_tools(),
                                     tool_choice=choice, max_tokens=MAX_TOKENS)
         if not result.tool_calls:
@@ -204,13 +216,22 @@ class ReAct(Paradigm):
         return f"Error: repeated call not run. {nudge}"
 
 
+def closed(params: dict[str, Any]) -> dict[str, Any]:
+    """No argument beyond the tool's own unless its schema allows more (a small model copies
+    the last observation's keys into its next input)."""
+    if params.get("type") == "object" and "properties" in params:
+        return {"additionalProperties": False, **params}
+    return params
+
+
 def step_format(executor: Any) -> dict[str, Any]:
     """REACT_STEP_FORMAT narrowed to this agent: the action is one of its tools or
     final_answer, the input one of its tools' arguments (or the answer's text)."""
     tools = executor.openai_tools()
     if not tools:
         return REACT_STEP_FORMAT
-    inputs = [t["function"]["parameters"] for t in tools if t["function"].get("parameters")]
+    inputs = [closed(t["function"]["parameters"]) for t in tools
+              if t["function"].get("parameters")]
     unique = list({json.dumps(i, sort_keys=True): i for i in inputs}.values())
     schema = {
         "type": "object",
