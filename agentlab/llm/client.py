@@ -142,7 +142,8 @@ class OpenAIChatModel:
                 kwargs[key] = request[key]
         temperature = request["temperature"] if request["temperature"] is not None \
             else p.temperature
-        max_tokens = request["max_tokens"] or p.max_tokens
+        # The call's own length (per call kind) within the profile's, which caps every call.
+        max_tokens = min(filter(None, (request["max_tokens"], p.max_tokens)), default=None)
         if temperature is not None:
             kwargs["temperature"] = temperature
         if max_tokens:

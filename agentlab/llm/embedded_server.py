@@ -79,6 +79,7 @@ def tool_grammar(tools: list[dict[str, Any]], forced: str | None, *,
     from llama_cpp import llama_grammar
 
     schema = chatml.call_schema(tools, forced)
+    calls_only = calls_only or forced is not None
 
     def build() -> Any:
         try:
@@ -88,7 +89,7 @@ def tool_grammar(tools: list[dict[str, Any]], forced: str | None, *,
                 [{"function": {"name": (t.get("function") or {}).get("name")}}
                  for t in tools], forced)))
         return llama_grammar.LlamaGrammar.from_string(
-            chatml.call_grammar(call, forced=calls_only or forced is not None), verbose=False)
+            chatml.call_grammar(call, forced=calls_only), verbose=False)
 
     return _cached(json.dumps(["tools", schema, calls_only], sort_keys=True), build)
 

@@ -281,8 +281,8 @@ class RunContext(ScopedContext):
         if known is None:
             return None
         limit, ratio = self._server_windows.get(model.profile_name, (None, 1.0))
-        budget = window.Budget.of(min(known.tokens, limit or known.tokens),
-                                  request["max_tokens"] or known.max_tokens)
+        reply = min(filter(None, (request["max_tokens"], known.max_tokens)), default=None)
+        budget = window.Budget.of(min(known.tokens, limit or known.tokens), reply)
         fitted = window.fit(messages, budget, history=self.history,
                             fixed=window.fixed_tokens(request["tools"],
                                                       request["response_format"]),
