@@ -9,14 +9,15 @@ from typing import Any
 FUNCTION_CALLING = ("Answer the user's question with the tools: call the tool that has the "
                     "facts, then answer from its result in one sentence.")
 
-# (question, tool, arguments, result, answer)
+# (question, tool, arguments, result, answer). A result's keys do not start like the arguments
+# ({"city": …): the model went on writing a result's keys into its next Action Input.
 _EXAMPLES = [
     ("What is the weather in Rome?", "get_weather", {"city": "Rome"},
-     '{"city": "Rome", "temperature_c": 18, "condition": "sunny", "humidity_pct": 60}',
+     '{"temperature_c": 18, "condition": "sunny", "humidity_pct": 60, "city": "Rome"}',
      "It is 18 °C and sunny in Rome."),
     ("What is 12 * 7?", "calculator", {"expression": "12 * 7"}, "84", "12 * 7 = 84."),
     ("What is the AQI in Oslo?", "get_air_quality", {"city": "Oslo"},
-     '{"city": "Oslo", "aqi": 30, "category": "good", "main_pollutant": "PM2.5"}',
+     '{"aqi": 30, "category": "good", "main_pollutant": "PM2.5", "city": "Oslo"}',
      "The AQI in Oslo is 30 (good)."),
 ]
 
