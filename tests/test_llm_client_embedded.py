@@ -60,6 +60,7 @@ async def test_the_embedded_model_follows_a_json_schema(embedded_profile):
         [{"role": "user", "content": "What is 2 + 2? Reply in JSON."}], max_tokens=60,
         response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": schema}})
     assert "answer" in json.loads(result.text)
+    assert result.attempts == 1  # the embedded server's dialect is known before the first call
 
 
 async def test_a_required_tool_call_streamed_and_not_is_the_same_call(embedded_profile):

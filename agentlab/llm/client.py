@@ -148,7 +148,9 @@ class OpenAIChatModel:
             kwargs["temperature"] = temperature
         if max_tokens:
             kwargs["max_tokens"] = max_tokens
-        if p.name in self._schema_as_json_object:
+        # The embedded server's dialect is known before the first call (no failed attempt); any
+        # other server's is learnt from its first 422.
+        if p.name in self._schema_as_json_object or model == DEFAULT_MODEL:
             kwargs["response_format"] = _as_json_object(kwargs.get("response_format"))
         return kwargs
 

@@ -145,6 +145,10 @@ def agentlab_chatml(*, llama: Any, messages: list[dict[str, Any]],
         stops = []
     elif (schema := _response_schema(response_format)) is not None:
         grammar = grammar_for(schema)
+    if grammar is not None:
+        # The grammar already rules out degenerate repeats, and a repeat penalty (the server's
+        # default 1.1) makes the model misspell what it must copy: "B Beijing" for "Beijing".
+        sampling["repeat_penalty"] = 1.0
     keep = ("temperature", "top_p", "top_k", "min_p", "typical_p", "seed", "presence_penalty",
             "frequency_penalty", "repeat_penalty", "tfs_z", "mirostat_mode", "mirostat_tau",
             "mirostat_eta", "model", "logits_processor", "logit_bias")
