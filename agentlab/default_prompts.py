@@ -15,10 +15,10 @@ _EXAMPLES = [
     ("What is the weather in Rome?", "get_weather", {"city": "Rome"},
      '{"temperature_c": 18, "condition": "sunny", "humidity_pct": 60, "city": "Rome"}',
      "It is 18 °C and sunny in Rome."),
-    ("What is 12 * 7?", "calculator", {"expression": "12 * 7"}, "84", "12 * 7 = 84."),
     ("What is the AQI in Oslo?", "get_air_quality", {"city": "Oslo"},
      '{"aqi": 30, "category": "good", "main_pollutant": "PM2.5", "city": "Oslo"}',
      "The AQI in Oslo is 30 (good)."),
+    ("What is 12 * 7?", "calculator", {"expression": "12 * 7"}, "84", "12 * 7 = 84."),
 ]
 
 
