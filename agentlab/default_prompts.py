@@ -7,18 +7,19 @@ import json
 from typing import Any
 
 FUNCTION_CALLING = ("Answer the user's question with the tools: call the tool that has the "
-                    "facts, then answer from its result in one sentence.")
+                    "facts, then answer from its result in a few words.")
 
-# (question, tool, arguments, result, answer). A result's keys do not start like the arguments
+# (question, tool, arguments, result, answer). Answers are a few words, the number asked for
+# last: a 135M model that imitates a long answer lists every number of the result. A result's keys do not start like the arguments
 # ({"city": …): the model went on writing a result's keys into its next Action Input.
 _EXAMPLES = [
     ("What is the weather in Rome?", "get_weather", {"city": "Rome"},
      '{"temperature_c": 18, "condition": "sunny", "humidity_pct": 60, "city": "Rome"}',
-     "It is 18 °C and sunny in Rome."),
+     "Sunny and 18 °C."),
     ("What is the AQI in Oslo?", "get_air_quality", {"city": "Oslo"},
      '{"aqi": 30, "category": "good", "main_pollutant": "PM2.5", "city": "Oslo"}',
-     "The AQI in Oslo is 30 (good)."),
-    ("What is 12 * 7?", "calculator", {"expression": "12 * 7"}, "84", "12 * 7 = 84."),
+     "The AQI in Oslo is 30."),
+    ("What is 12 * 7?", "calculator", {"expression": "12 * 7"}, "84", "84"),
 ]
 
 

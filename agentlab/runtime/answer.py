@@ -18,9 +18,8 @@ MAX_TOKENS = 160
 MAX_FINDINGS = 6
 FINDING_CHARS = 600
 SYSTEM = ("The question below was being worked on, and it had to stop. Answer it from the "
-          "tool results alone, in one or two sentences. Give the facts they contain (names, "
-          "numbers and units exactly as written). If they do not answer it, say what is known "
-          "and what is missing.")
+          "tool results alone, in a few words: the fact it asks for (a name, or a number and "
+          "its unit exactly as written). If they do not answer it, say what is missing.")
 
 
 def _clip(text: str) -> str:
