@@ -18,8 +18,9 @@ MAX_TOKENS = 160
 MAX_FINDINGS = 6
 FINDING_CHARS = 600
 SYSTEM = ("The question below was being worked on, and it had to stop. Answer it from the "
-          "tool results alone, in a few words: the fact it asks for (a name, or a number and "
-          "its unit exactly as written). If they do not answer it, say what is missing.")
+          "tool results alone, in one sentence. Give the facts it asks for (names, numbers and "
+          "units exactly as written). If they do not answer it, say what is missing.")
+# ("In a few words: the fact it asks for" made the 135M model repeat the question back.)
 
 
 def _clip(text: str) -> str:
