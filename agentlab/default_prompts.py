@@ -10,8 +10,9 @@ FUNCTION_CALLING = ("Answer the user's question with the tools: call the tool th
                     "facts, then answer from its result in a few words.")
 
 # (question, tool, arguments, result, answer). Answers are a few words, the number asked for
-# last: a 135M model that imitates a long answer lists every number of the result. A result's keys do not start like the arguments
-# ({"city": …): the model went on writing a result's keys into its next Action Input.
+# last: a 135M model that imitates a long answer lists every number of the result. A result's
+# keys do not start like the arguments ({"city": …): the model went on writing a result's keys
+# into its next Action Input.
 _EXAMPLES = [
     ("What is the weather in Rome?", "get_weather", {"city": "Rome"},
      '{"temperature_c": 18, "condition": "sunny", "humidity_pct": 60, "city": "Rome"}',

@@ -62,8 +62,9 @@ def grammar_for(schema: dict[str, Any]) -> Any:
     from llama_cpp import llama_grammar
 
     def build() -> Any:
-        try:
-            return llama_grammar.LlamaGrammar.from_json_schema(key, verbose=False)
+        try:  # in the schema's own key order: "thought" before "action", as ReAct thinks
+            return llama_grammar.LlamaGrammar.from_json_schema(json.dumps(schema),
+                                                               verbose=False)
         except Exception:  # noqa: BLE001 (any converter failure: still JSON)
             return llama_grammar.LlamaGrammar.from_string(llama_grammar.JSON_GBNF,
                                                           verbose=False)
