@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db import transaction
 
+from agentlab import default_prompts
 from agentlab.evals.demo import demo_defaults
 from agentlab.models import Agent, ModelProfile, Tool
 from agentlab.paradigms.registry import get_paradigm
@@ -22,6 +23,12 @@ DEMO_TOOLS = [
 ]
 
 REACT_DEMO = "What is the weather in Paris right now, and is the air quality good?"
+# What each default agent offers: what its demo question needs, no more (a 135M model reads the
+# whole tool list on every turn and picks among it worse the longer it is).
+LOOKUPS = ["get_weather", "get_air_quality", "calculator"]
+# A demo question finishes on a 2-core machine in under a minute: a few turns, then the answer
+# from what was found (runtime/answer.py).
+QUICK = {"total_timeout_s": 60, "max_llm_calls": 8}
 
 
 @dataclass(frozen=True)
@@ -32,30 +39,43 @@ class DefaultAgent:
     description: str = ""  # blank: the paradigm class's own
     demo_question: str = ""  # blank: the paradigm class's own
     limits: dict[str, Any] = field(default_factory=dict)  # Agent limit fields
+    tools: list[str] = field(default_factory=lambda: list(DEMO_TOOLS))
+    system_prompt: str = ""
 
 
 DEFAULT_AGENTS = [
-    DefaultAgent("ReAct (function calling)", "react", {"mode": "function_calling"},
+    DefaultAgent("ReAct (function calling)", "react",
+                 {"mode": "function_calling", "max_iterations": 4,
+                  "first_tool_choice": "required",
+                  "few_shot": default_prompts.function_calling()},
                  "OpenAI-style tool calls; several calls in one reply run concurrently.",
-                 REACT_DEMO),
-    DefaultAgent("ReAct (text)", "react", {"mode": "text"},
+                 REACT_DEMO, QUICK, LOOKUPS, default_prompts.FUNCTION_CALLING),
+    DefaultAgent("ReAct (text)", "react",
+                 {"mode": "text", "max_iterations": 4, "few_shot": default_prompts.text_mode()},
                  "The paper's Thought / Action / Action Input / Observation format, parsed "
-                 "tolerantly.", REACT_DEMO),
-    DefaultAgent("ReAct (JSON)", "react", {"mode": "json"},
+                 "tolerantly.", REACT_DEMO, QUICK, LOOKUPS),
+    DefaultAgent("ReAct (JSON)", "react",
+                 {"mode": "json", "max_iterations": 4, "few_shot": default_prompts.json_mode()},
                  "Structured output constrained to a JSON schema: what makes tiny local models "
-                 "usable.", REACT_DEMO),
-    DefaultAgent("ReAct + rule reflector", "react", {"mode": "json", "reflector": "rule"},
+                 "usable.", REACT_DEMO, QUICK, LOOKUPS),
+    DefaultAgent("ReAct + rule reflector", "react",
+                 {"mode": "json", "reflector": "rule", "max_iterations": 4,
+                  "few_shot": default_prompts.json_mode()},
                  "ReAct whose every observation is reviewed by the rule-based reflector, which "
-                 "re-plans.", REACT_DEMO),
-    DefaultAgent("Plan-and-Execute", "plan_execute"),
-    DefaultAgent("Reflexion", "reflexion"),
-    DefaultAgent("ReWOO", "rewoo"),
-    DefaultAgent("Self-Ask", "self_ask"),
+                 "re-plans.", REACT_DEMO, QUICK, LOOKUPS),
+    DefaultAgent("Plan-and-Execute", "plan_execute", limits={"total_timeout_s": 90},
+                 tools=LOOKUPS),
+    DefaultAgent("Reflexion", "reflexion", limits={"total_timeout_s": 90},
+                 tools=["calculator"]),
+    DefaultAgent("ReWOO", "rewoo", limits=QUICK, tools=LOOKUPS),
+    DefaultAgent("Self-Ask", "self_ask", limits=QUICK, tools=["search"]),
     # A tree search makes many calls: ~29 LLM calls and ~55 steps for 4 iterations of 3.
     DefaultAgent("LATS", "lats", limits={"max_llm_calls": 40, "max_steps": 80,
-                                         "total_timeout_s": 300}),
+                                         "total_timeout_s": 300},
+                 tools=["list_tables", "describe_table", "sql_query"]),
     DefaultAgent("Multi-Agent debate", "multi_agent", {"mode": "debate"},
-                 limits={"max_llm_calls": 40, "max_steps": 100, "total_timeout_s": 300}),
+                 limits={"max_llm_calls": 40, "max_steps": 100, "total_timeout_s": 300},
+                 tools=LOOKUPS),
 ]
 
 
@@ -78,7 +98,6 @@ def load_defaults() -> list[str]:
         created.append(f"model profile '{profile.name}'")
     if new_tools := sync_tools():
         created.append(f"{len(new_tools)} tools")
-    tools = list(Tool.objects.filter(name__in=DEMO_TOOLS))
     for spec in DEFAULT_AGENTS:
         cls = get_paradigm(spec.paradigm)
         agent, made = Agent.objects.get_or_create(
@@ -86,12 +105,12 @@ def load_defaults() -> list[str]:
             defaults={"paradigm": spec.paradigm, "params": spec.params, "model_profile": profile,
                       "description": spec.description or getattr(cls, "description", ""),
                       "demo_question": spec.demo_question or getattr(cls, "demo_question", ""),
-                      **spec.limits},
+                      "system_prompt": spec.system_prompt, **spec.limits},
         )
         if made:
             agent.full_clean()  # fills in the paradigm's parameter defaults
             agent.save()
-            agent.tools.set(tools)
+            agent.tools.set(Tool.objects.filter(name__in=spec.tools))
             created.append(f"agent '{spec.name}'")
     created += demo_defaults()
     return created

@@ -101,8 +101,8 @@ def test_per_group_figures_match_the_hand_computed_ones(runs, user):
     found = figures(user, period(period="30d"))
     alpha, beta = by_key(found)["Alpha"], by_key(found)["Beta"]
     assert found.runs == 6 and found.in_progress == 1  # the running run is counted apart
-    assert alpha.outcomes == {"succeeded": 2, "failed": 1, "timed_out": 1, "cancelled": 0,
-                              "interrupted": 0}
+    assert alpha.outcomes == {"succeeded": 2, "stopped": 0, "failed": 1, "timed_out": 1,
+                              "cancelled": 0, "interrupted": 0}
     assert alpha.completion_rate == 0.5 and beta.completion_rate == 0.5
     assert alpha.avg == {"steps": 10, "llm_calls": 4.5, "tool_calls": 3}
     # Nearest rank: p95 of [4, 6, 10, 20] is the 4th value; of [2, 8] the 2nd.

@@ -38,7 +38,7 @@ async def test_the_embedded_model_streams_tokens(embedded_profile):
 
 
 async def test_the_embedded_model_returns_a_real_tool_call(embedded_profile):
-    # chatml-function-calling constrains decoding to the named function's schema.
+    # agentlab-chatml constrains decoding to the named function's schema.
     result = await OpenAIChatModel(embedded_profile).chat(
         [{"role": "user", "content": "What is the weather in Paris?"}],
         tools=[WEATHER_TOOL],
@@ -60,34 +60,37 @@ async def test_the_embedded_model_follows_a_json_schema(embedded_profile):
         [{"role": "user", "content": "What is 2 + 2? Reply in JSON."}], max_tokens=60,
         response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": schema}})
     assert "answer" in json.loads(result.text)
+    assert result.attempts == 1  # the embedded server's dialect is known before the first call
 
 
-async def test_auto_tool_choice_and_a_streamed_tool_call(embedded_profile):
-    # With tool_choice="auto" (temperature 0) SmolLM2 picks get_weather for this question; with
-    # no tool_choice at all llama.cpp answers in prose, and "required" is a 500 there.
+async def test_a_required_tool_call_streamed_and_not_is_the_same_call(embedded_profile):
+    # tool_choice "required": our handler's grammar leaves out the answer branch. A streamed
+    # tool turn is answered in one attempt (the call comes whole, as one delta).
     model = OpenAIChatModel(embedded_profile)
     question = [{"role": "user", "content": "What is the weather in Paris?"}]
-    auto = await model.chat(question, tools=[WEATHER_TOOL], tool_choice="auto", max_tokens=60)
-    assert [c.name for c in auto.tool_calls] == ["get_weather"], auto
-    streamed = await model.chat(question, tools=[WEATHER_TOOL], max_tokens=60,
-                                tool_choice={"type": "function",
-                                             "function": {"name": "get_weather"}},
-                                on_token=lambda d: None)
+    plain = await model.chat(question, tools=[WEATHER_TOOL], tool_choice="required",
+                             max_tokens=60)
+    assert [c.name for c in plain.tool_calls] == ["get_weather"], plain
+    streamed = await model.chat(question, tools=[WEATHER_TOOL], tool_choice="required",
+                                max_tokens=60, on_token=lambda d: None)
     assert [c.name for c in streamed.tool_calls] == ["get_weather"], streamed
-    assert streamed.tool_calls[0].arguments == auto.tool_calls[0].arguments
-    assert streamed.usage_estimated  # llama.cpp sends no usage chunk when streaming
+    assert streamed.tool_calls[0].arguments == plain.tool_calls[0].arguments
+    assert streamed.attempts == 1 and streamed.finish_reason == "tool_calls"
 
 
-async def test_an_automatic_tool_choice_works_streamed(embedded_profile):
-    # llama.cpp cannot stream an "auto" tool call (its stream breaks at once); the client asks
-    # again unstreamed, so a streaming caller still gets the call.
+async def test_an_automatic_tool_choice_streams_in_one_attempt(embedded_profile):
+    # "auto": a call or an answer in plain text, whichever the model writes; the answer streams
+    # as it is written and nothing is asked twice.
     tokens: list[str] = []
     result = await OpenAIChatModel(embedded_profile).chat(
         [{"role": "system", "content": "You are a helpful assistant with tools."},
          {"role": "user", "content": "What is the weather in Paris?"}],
         tools=[WEATHER_TOOL], on_token=tokens.append, max_tokens=60)
-    assert [c.name for c in result.tool_calls] == ["get_weather"], result
-    assert result.tool_calls[0].arguments and result.finish_reason == "tool_calls"
+    assert result.attempts == 1
+    if result.tool_calls:
+        assert result.tool_calls[0].name == "get_weather" and result.tool_calls[0].arguments
+    else:
+        assert result.text.strip() and "".join(tokens) == result.text and len(tokens) > 1
 
 
 async def test_two_streams_at_once_both_finish(embedded_profile):

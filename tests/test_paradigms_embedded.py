@@ -52,7 +52,7 @@ async def test_a_default_agent_on_the_embedded_model_records_a_well_formed_trace
     steps = [s async for s in run.steps.order_by("seq")]
 
     assert run.status == outcome.status
-    assert run.status in {"succeeded", "failed", "timed_out"}, run.error
+    assert run.status in {"succeeded", "stopped", "failed", "timed_out"}, run.error
     assert run.final_answer or run.error
     assert [s.seq for s in steps] == list(range(1, len(steps) + 1))
     assert all(s.status in {"ok", "error"} for s in steps), "a step was left running"
@@ -61,7 +61,9 @@ async def test_a_default_agent_on_the_embedded_model_records_a_well_formed_trace
     for s in steps:
         assert s.parent is None or (s.parent in seqs and s.parent < s.seq), (s.seq, s.parent)
     llm_steps = [s for s in steps if s.kind == "llm"]
-    assert llm_steps and len(llm_steps) == run.llm_calls <= 8
+    # At most 8, + the answer after a stop (runtime/answer.py), which may go past the limit.
+    answered = [s for s in llm_steps if s.meta.get("answer_after_stop")]
+    assert llm_steps and len(llm_steps) == run.llm_calls <= 8 + len(answered)
     for s in llm_steps:
         assert s.input["messages"], "the request is recorded"
         assert s.status == "error" or s.output.get("finish_reason") is not None

@@ -40,13 +40,16 @@ async def test_a_react_run_on_the_embedded_model_records_a_complete_trace(
     steps = [s async for s in run.steps.order_by("seq")]
 
     assert run.status == outcome.status
-    assert run.status in {"succeeded", "failed", "timed_out"}
+    assert run.status in {"succeeded", "stopped", "failed", "timed_out"}
     assert run.final_answer or run.error
     assert [s.seq for s in steps] == list(range(1, len(steps) + 1))
     assert all(s.status in {"ok", "error"} for s in steps), "a step was left running"
     assert steps[-1].kind == "final"
     llm_steps = [s for s in steps if s.kind == "llm"]
-    assert llm_steps and len(llm_steps) == run.llm_calls <= 4
+    # At most 4, + the answer after a stop (runtime/answer.py), which may go past the limit.
+    answered = [s for s in llm_steps if s.meta.get("answer_after_stop")]
+    assert llm_steps and len(llm_steps) == run.llm_calls <= 4 + len(answered)
+    assert len(answered) <= 1 and (answered or run.status != "stopped")
     for s in llm_steps:
         assert s.input["messages"] and s.input["messages"][-1]["content"]
         assert s.output.get("usage", {}).get("prompt_tokens", 0) > 0 or s.status == "error"

@@ -324,7 +324,8 @@ async def test_cancel_interrupts_a_running_tool() -> None:
 
 def test_validate_params_fills_defaults() -> None:
     assert validate_params("react", {}) == {"mode": "function_calling", "max_iterations": 8,
-                                            "reflector": "none"}
+                                            "reflector": "none", "few_shot": [],
+                                            "first_tool_choice": "auto"}
     assert validate_params("react", {"mode": "text"})["mode"] == "text"
 
 

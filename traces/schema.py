@@ -17,11 +17,28 @@ StepStatus = Literal["running", "ok", "error"]
 STEP_KINDS: tuple[str, ...] = get_args(StepKind)
 STEP_STATUSES: tuple[str, ...] = get_args(StepStatus)
 RUN_STATUSES = (
-    "queued", "running", "paused", "succeeded", "failed", "cancelled", "timed_out", "interrupted",
+    "queued", "running", "paused", "succeeded", "stopped", "failed", "cancelled", "timed_out",
+    "interrupted",
 )
 # A run is active until it reaches one of the finished statuses; nothing leaves those.
 ACTIVE_STATUSES = RUN_STATUSES[:3]
 FINISHED_STATUSES = RUN_STATUSES[3:]
+# Finished with an answer: the agent's own, or one written from what it found when a limit
+# stopped it ("stopped").
+ANSWERED_STATUSES = ("succeeded", "stopped")
+# What each status means, in words (pages and the terminal show these).
+RUN_STATUS_MEANINGS = {
+    "queued": "waiting to start",
+    "running": "running",
+    "paused": "paused",
+    "succeeded": "finished with the agent's answer",
+    "stopped": "stopped by a limit and answered from what was found so far",
+    "failed": "ended by an error or a limit, without an answer",
+    "cancelled": "cancelled by a person",
+    "timed_out": "ran out of time before an answer",
+    "interrupted": "its process went away while it ran",
+}
+assert set(RUN_STATUS_MEANINGS) == set(RUN_STATUSES)
 
 
 @dataclass(kw_only=True)

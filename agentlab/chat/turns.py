@@ -13,7 +13,7 @@ from agentlab.chat.models import ChatTurn, Conversation
 from agentlab.live.control import ControlError
 from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
-from traces.schema import ACTIVE_STATUSES
+from traces.schema import ACTIVE_STATUSES, ANSWERED_STATUSES
 from traces.workers import worker_id
 
 TITLE_CHARS = 80
@@ -25,7 +25,7 @@ def history_of(conversation: Conversation) -> list[dict[str, str]]:
     must not be sent again with every later message."""
     messages: list[dict[str, str]] = []
     for turn in conversation.turns.select_related("run"):
-        if turn.run.status == "succeeded" and turn.run.final_answer:
+        if turn.run.status in ANSWERED_STATUSES and turn.run.final_answer:
             messages += [{"role": "user", "content": turn.run.input},
                          {"role": "assistant", "content": turn.run.final_answer}]
     return messages

@@ -35,6 +35,7 @@ from agentlab.models import Agent, ModelProfile
 from agentlab.profiles import to_config
 from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
+from traces.schema import ANSWERED_STATUSES
 from traces.workers import left_by_dead_process, worker_id
 
 log = logging.getLogger(__name__)
@@ -257,7 +258,7 @@ async def _pair(result_id: int, control: Control, judge: OpenAIChatModel | None
             control.runs.discard(run.pk)
         if outcome.status == "cancelled":
             fields = {"status": "cancelled", "error": outcome.error or "the run was cancelled"}
-        elif outcome.status != "succeeded":
+        elif outcome.status not in ANSWERED_STATUSES:  # a "stopped" run answered: scored
             fields = {"status": "error", "error": f"the run {outcome.status.replace('_', ' ')}"
                       + (f": {outcome.error}" if outcome.error else "")}
         else:

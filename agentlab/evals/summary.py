@@ -20,7 +20,8 @@ SCORED = ("done", "error")
 
 def agent_summary(experiment: Experiment) -> list[dict[str, Any]]:
     """One dict per agent, by name: agent_id, agent, cases, finished, errors, passed,
-    mean_score (0..1 or None), pass_rate (0..1 or None), runs, succeeded, tokens_in,
+    mean_score (0..1 or None), pass_rate (0..1 or None), runs, succeeded, stopped (runs a
+    limit stopped that answered from their findings), tokens_in,
     tokens_out, tokens, cost_usd, wall_s (all runs together), mean_wall_s (per run), and the
     LLM judge's own judge_tokens and judge_cost_usd (kept apart: the agent did not spend them).
     """
@@ -31,6 +32,7 @@ def agent_summary(experiment: Experiment) -> list[dict[str, Any]]:
                       passed=Count("id", filter=Q(passed=True) & scored),
                       score_sum=Sum("score", filter=scored), runs=Count("run"),
                       succeeded=Count("id", filter=Q(run__status="succeeded")),
+                      stopped=Count("id", filter=Q(run__status="stopped")),
                       timed=Count("run__wall_ms"),
                       tokens_in=Sum("run__tokens_in"), tokens_out=Sum("run__tokens_out"),
                       cost_usd=Sum("run__cost_usd"), wall_ms=Sum("run__wall_ms"),
@@ -48,7 +50,8 @@ def agent_summary(experiment: Experiment) -> list[dict[str, Any]]:
             "finished": finished, "errors": r["errors"], "passed": r["passed"],
             "mean_score": (r["score_sum"] or 0) / finished if finished else None,
             "pass_rate": r["passed"] / finished if finished else None,
-            "runs": r["runs"], "succeeded": r["succeeded"], "tokens_in": tokens_in,
+            "runs": r["runs"], "succeeded": r["succeeded"], "stopped": r["stopped"],
+            "tokens_in": tokens_in,
             "tokens_out": tokens_out, "tokens": tokens_in + tokens_out,
             "cost_usd": r["cost_usd"] or 0.0, "wall_s": wall_s,
             "mean_wall_s": wall_s / timed if timed else None,

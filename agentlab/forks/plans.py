@@ -40,7 +40,7 @@ from traces.schema import FINISHED_STATUSES
 from traces.schema import Step as StepRecord
 from traces.workers import worker_id
 
-RESUMABLE = ("interrupted", "cancelled", "timed_out", "failed")
+RESUMABLE = ("interrupted", "cancelled", "timed_out", "failed", "stopped")
 
 
 class ForkError(ValueError):

@@ -142,12 +142,15 @@ class OpenAIChatModel:
                 kwargs[key] = request[key]
         temperature = request["temperature"] if request["temperature"] is not None \
             else p.temperature
-        max_tokens = request["max_tokens"] or p.max_tokens
+        # The call's own length (per call kind) within the profile's, which caps every call.
+        max_tokens = min(filter(None, (request["max_tokens"], p.max_tokens)), default=None)
         if temperature is not None:
             kwargs["temperature"] = temperature
         if max_tokens:
             kwargs["max_tokens"] = max_tokens
-        if p.name in self._schema_as_json_object:
+        # The embedded server's dialect is known before the first call (no failed attempt); any
+        # other server's is learnt from its first 422.
+        if p.name in self._schema_as_json_object or model == DEFAULT_MODEL:
             kwargs["response_format"] = _as_json_object(kwargs.get("response_format"))
         return kwargs
 

@@ -23,18 +23,21 @@ MODEL_NAME = "smollm2-135m-instruct"  # the --model_alias: what /v1/models lists
 CONTEXT_TOKENS = 4096  # the --n_ctx it is served with: the embedded profile's context window
 DEFAULT_PORT = 8766
 STATE_FILE = "local_llm.json"
+PARENT_ENV = "AGENTLAB_LLM_PARENT_PID"  # read by embedded_server.tie_to_parent
 
-# Runs `python -m llama_cpp.server` after dropping environment variables that its pydantic
-# settings (case-insensitive) and its __main__ (HOST, PORT) would read over our command line:
-# a developer's PORT=3000 or API_KEY=... must not move or lock the embedded server.
+# Runs our launcher (agentlab/llm/embedded_server.py: llama-cpp-python's server with our chat
+# handler) from the repository root, whatever the current directory.
 _BOOTSTRAP = """\
-import os, runpy
-from llama_cpp.server.settings import Settings
-names = set(Settings.model_fields) | {"config_file"}
-for key in [k for k in os.environ if k.lower() in names]:
-    del os.environ[key]
-runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+import sys
+sys.path.insert(0, {root!r})
+from agentlab.llm.embedded_server import main
+main()
 """
+CHAT_HANDLER = "agentlab-chatml"  # registered by embedded_server before the server starts
+# The turns of one run share their prompt's beginning; llama.cpp reuses the longest common
+# prefix of the last prompt by itself, and this RAM cache keeps the states of a few earlier
+# prompts too, so two runs taking turns do not each re-read their whole prompt.
+PROMPT_CACHE_BYTES = 1 << 30
 
 
 class LocalModelError(RuntimeError):
@@ -94,14 +97,34 @@ def _port_busy(host: str, port: int) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+def warm_up(base_url: str, timeout_s: float = 60) -> None:
+    """One tiny tool turn and one tiny chat turn, so the first real call does not pay for
+    loading the weights into memory, the first decode and the first grammar."""
+    tool = {"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather for a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]}}}
+    bodies = [{"model": MODEL_NAME, "messages": [{"role": "user", "content": "Hi"}],
+               "max_tokens": 4},
+              {"model": MODEL_NAME, "messages": [{"role": "user", "content": "Weather?"}],
+               "tools": [tool], "tool_choice": "auto", "max_tokens": 24}]
+    for body in bodies:
+        request = urllib.request.Request(base_url + "/chat/completions",
+                                         data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with contextlib.suppress(OSError), urllib.request.urlopen(request, timeout=timeout_s):
+            pass
+
+
 class LocalModelServer:
     """Start, wait for, and stop `python -m llama_cpp.server` serving the embedded model."""
 
     def __init__(self, port: int = DEFAULT_PORT, *, host: str = "127.0.0.1",
                  model_path: Path | None = None, n_ctx: int = CONTEXT_TOKENS,
                  log_path: Path | None = None, write_state: bool = True,
-                 n_threads: int | None = None) -> None:
+                 n_threads: int | None = None, warm: bool = True) -> None:
         self.host = host
+        self.warm = warm
         self.n_threads = n_threads or default_threads()
         self.port = port
         self.model_path = model_path
@@ -132,22 +155,30 @@ class LocalModelServer:
             raise LocalModelError(
                 f"port {self.port} on {self.host} is already in use — is another Agent Lab "
                 "running? Set AGENTLAB_LOCAL_LLM_PORT to another port (0 = any free one).")
-        cmd = [sys.executable, "-c", _BOOTSTRAP, "--model", str(model),
+        root = str(Path(__file__).resolve().parents[2])
+        cmd = [sys.executable, "-c", _BOOTSTRAP.format(root=root), "--model", str(model),
                "--model_alias", MODEL_NAME, "--host", self.host, "--port", str(self.port),
-               "--chat_format", "chatml-function-calling", "--n_ctx", str(self.n_ctx),
+               "--chat_format", CHAT_HANDLER, "--n_ctx", str(self.n_ctx),
                "--n_threads", str(self.n_threads),
+               "--cache", "True", "--cache_type", "ram", "--cache_size", str(PROMPT_CACHE_BYTES),
                # By default a new request cuts the stream in flight short (with [DONE]): two
                # runs sharing the embedded model would truncate each other's answers.
                "--interrupt_requests", "False", "--verbose", "False"]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "wb")  # noqa: SIM115 (the child writes it for its lifetime)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # Tied to this process: its own session (a Ctrl-C meant for us is ours to handle) and
+        # a parent-death signal set by the child itself (embedded_server.tie_to_parent), so a
+        # parent killed with SIGKILL leaves no server behind.
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid())}
         self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=env)
+                                        stdin=subprocess.DEVNULL, env=env,
+                                        start_new_session=True)
         log.close()
         atexit.register(self.stop)  # never leave an orphaned model server behind
         try:
             self._wait_ready(timeout_s)
+            if self.warm:
+                warm_up(self.base_url)
         except BaseException:  # a failed start or Ctrl-C while waiting: no child left running
             self.stop()
             raise

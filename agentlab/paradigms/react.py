@@ -6,7 +6,15 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentlab.paradigms.parsing import ParseError, ReactFinal, parse_react, unwrap_fence
+from agentlab.paradigms.parsing import (
+    MARKERS_SCHEMA,
+    ParseError,
+    ReactFinal,
+    coerce_input,
+    parse_react,
+    stop_words,
+    unwrap_fence,
+)
 from agentlab.paradigms.prompt_files import fill, load_prompt
 from agentlab.paradigms.reflector import Reflection, make_reflector, record_reflection
 from agentlab.paradigms.registry import Paradigm, register_paradigm
@@ -17,6 +25,7 @@ if TYPE_CHECKING:
     from agentlab.llm.types import ChatResult, ToolCall
     from agentlab.runtime.context import RunContext
 
+MAX_TOKENS = 192  # one think-act turn: a thought and a call, or a short answer
 JSON_FORMAT_HINT = ('Reply with one JSON object: {"thought": "...", "action": "<tool name or '
                     'final_answer>", "action_input": {...}}')
 REACT_STEP_FORMAT = {
@@ -50,6 +59,22 @@ class ReAct(Paradigm):
             "max_iterations": {"type": "integer", "minimum": 1, "maximum": 100, "default": 8},
             "reflector": {"enum": ["none", "rule", "llm"], "default": "none",
                           "description": "Review each observation and feed a suggestion back."},
+            "markers": MARKERS_SCHEMA,  # text mode: other names for Thought, Action, …
+            "few_shot": {
+                "type": "array", "default": [], "maxItems": 24,
+                "description": "Example turns shown before the question, in the mode's own "
+                               "format (a small model copies a shown exchange far better "
+                               "than one described in the prompt).",
+                "items": {"type": "object", "required": ["role"],
+                          "properties": {"role": {"enum": ["user", "assistant", "tool"]},
+                                         "content": {"type": ["string", "null"]},
+                                         "tool_calls": {"type": "array"},
+                                         "tool_call_id": {"type": "string"}}}},
+            "first_tool_choice": {
+                "enum": ["auto", "required"], "default": "auto",
+                "description": "Function calling: the first turn's tool_choice. 'required' "
+                               "makes the first reply a tool call (small models otherwise "
+                               "answer from memory at once)."},
         },
         "additionalProperties": False,
     }
@@ -64,9 +89,12 @@ class ReAct(Paradigm):
         if self.reflector is not None:
             ctx.on_loop = self._on_loop
         mode = params["mode"]
+        self.markers = params.get("markers") or {}
         messages = self._start(mode)
         turn = {"function_calling": self._turn_tools, "text": self._turn_text,
                 "json": self._turn_json}[mode]
+        self.first_choice = params.get("first_tool_choice", "auto")
+        self.turns = 0
         for _ in range(params["max_iterations"]):
             answer = await turn(messages)
             if answer is not None:
@@ -81,13 +109,17 @@ class ReAct(Paradigm):
         if self.ctx.system_prompt:
             prompt = f"{self.ctx.system_prompt}\n\n{prompt}"
         question = self.task if mode == "function_calling" else f"Question: {self.task}"
-        return [{"role": "system", "content": prompt}, *self.ctx.history,
+        few_shot = [dict(m) for m in self.params_of(self.ctx).get("few_shot") or []]
+        return [{"role": "system", "content": prompt}, *few_shot, *self.ctx.history,
                 {"role": "user", "content": question}]
 
     # ------------------------------------------------------------ function calling
 
     async def _turn_tools(self, messages: list[dict[str, Any]]) -> str | None:
-        result = await self.ctx.llm("agent", messages, tools=self.ctx.executor.openai_tools())
+        self.turns += 1
+        choice = self.first_choice if self.turns == 1 and self.first_choice != "auto" else None
+        result = await self.ctx.llm("agent", messages, tools=self.ctx.executor.openai_tools(),
+                                    tool_choice=choice, max_tokens=MAX_TOKENS)
         if not result.tool_calls:
             if answer := (result.text or "").strip():
                 return answer
@@ -118,10 +150,11 @@ class ReAct(Paradigm):
     # ------------------------------------------------------------ text and JSON
 
     async def _turn_text(self, messages: list[dict[str, Any]]) -> str | None:
-        result = await self.ctx.llm("agent", messages, stop=["Observation:"])
+        stop = stop_words(self.markers, "observation", "Observation")
+        result = await self.ctx.llm("agent", messages, stop=stop, max_tokens=MAX_TOKENS)
         messages.append({"role": "assistant", "content": result.text or ""})
         try:
-            decision = parse_react(result.text or "")
+            decision = parse_react(result.text or "", markers=self.markers)
         except ParseError as exc:
             observation = await self._format_error(str(exc), raw=result.text)
         else:
@@ -134,7 +167,8 @@ class ReAct(Paradigm):
         return None
 
     async def _turn_json(self, messages: list[dict[str, Any]]) -> str | None:
-        result = await self.ctx.llm("agent", messages, response_format=REACT_STEP_FORMAT)
+        result = await self.ctx.llm("agent", messages, max_tokens=MAX_TOKENS,
+                                    response_format=step_format(self.ctx.executor))
         messages.append({"role": "assistant", "content": result.text or ""})
         try:
             thought, action, action_input = _read_json_step(result)
@@ -182,6 +216,38 @@ class ReAct(Paradigm):
         return f"Error: repeated call not run. {nudge}"
 
 
+def closed(params: dict[str, Any]) -> dict[str, Any]:
+    """No argument beyond the tool's own unless its schema allows more (a small model copies
+    the last observation's keys into its next input)."""
+    if params.get("type") == "object" and "properties" in params:
+        return {"additionalProperties": False, **params}
+    return params
+
+
+def step_format(executor: Any) -> dict[str, Any]:
+    """REACT_STEP_FORMAT narrowed to this agent: the action is one of its tools or
+    final_answer, the input one of its tools' arguments (or the answer's text)."""
+    tools = executor.openai_tools()
+    if not tools:
+        return REACT_STEP_FORMAT
+    inputs = [closed(t["function"]["parameters"]) for t in tools
+              if t["function"].get("parameters")]
+    unique = list({json.dumps(i, sort_keys=True): i for i in inputs}.values())
+    schema = {
+        "type": "object",
+        "properties": {
+            "thought": {"type": "string"},
+            "action": {"enum": [t["function"]["name"] for t in tools] + ["final_answer"]},
+            "action_input": {"anyOf": [*unique, {"type": "string"}]},
+        },
+        "required": ["thought", "action", "action_input"],
+        "additionalProperties": False,
+    }
+    # Not strict: a tool's own schema need not meet OpenAI's strict-mode rules.
+    return {"type": "json_schema", "json_schema": {"name": "react_step", "strict": False,
+                                                   "schema": schema}}
+
+
 def _with_suggestion(observation: str, reflection: Reflection) -> str:
     if reflection.plan_valid or not reflection.suggestion:
         return observation
@@ -197,6 +263,8 @@ def _read_json_step(result: ChatResult) -> tuple[str, str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("action"), str):
         raise ParseError(f"the reply has no \"action\" string. {JSON_FORMAT_HINT}")
     action_input = data.get("action_input", "")
+    if isinstance(action_input, str) and data["action"].strip() != "final_answer":
+        action_input = coerce_input(action_input)  # '{"city": …}' or 'get_weather({…})'
     if not isinstance(action_input, dict | str):
         action_input = json.dumps(action_input)
     thought = data.get("thought")

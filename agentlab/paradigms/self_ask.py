@@ -12,7 +12,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentlab.paradigms.parsing import ParseError, SelfAskFinal, parse_self_ask
+from agentlab.paradigms.parsing import (
+    MARKERS_SCHEMA,
+    ParseError,
+    SelfAskFinal,
+    parse_self_ask,
+    stop_words,
+)
 from agentlab.paradigms.prompt_files import fill, load_prompt
 from agentlab.paradigms.registry import Paradigm, register_paradigm
 from traces.schema import Step
@@ -21,6 +27,7 @@ if TYPE_CHECKING:
     from agentlab.runtime.context import RunContext
 
 STOP = ["Intermediate answer:"]
+MAX_TOKENS = 128  # one follow-up question, or the final answer
 _STOP_RE = re.compile(r"\bintermediate[ \t]+answer[ \t]*:", re.IGNORECASE)
 LLM_ANSWERER = "llm"
 
@@ -44,6 +51,8 @@ class SelfAsk(Paradigm):
                                         "(e.g. search), or 'llm' (the 'answerer' model)."},
             "tool_arg": {"type": "string", "minLength": 1, "default": "query",
                          "description": "The answerer tool's parameter that gets the question."},
+            # Other names for "Follow up", "Intermediate answer", "So the final answer is".
+            "markers": MARKERS_SCHEMA,
         },
         "additionalProperties": False,
     }
@@ -52,13 +61,15 @@ class SelfAsk(Paradigm):
         """Ask follow-ups until the model writes the final answer or max_follow_ups is used."""
         params = self.params_of(ctx)
         self.ctx = ctx
+        self.markers = params.get("markers") or {}
         self.answers: list[tuple[str, str]] = []  # (follow-up, intermediate answer), in order
         self.answerer, self.tool_arg = self._check_answerer(params)
         messages = self._start(task)
         while True:
-            text = (await ctx.llm("agent", messages, stop=STOP)).text or ""
+            stop = stop_words(self.markers, "intermediate_answer", STOP[0].rstrip(":"))
+            text = (await ctx.llm("agent", messages, stop=stop, max_tokens=MAX_TOKENS)).text or ""
             try:
-                parsed = parse_self_ask(text)
+                parsed = parse_self_ask(text, markers=self.markers)
             except ParseError as exc:
                 await self._format_error(str(exc), raw=text)
                 return await self._final(messages, text, str(exc))
@@ -127,7 +138,7 @@ class SelfAsk(Paradigm):
                                                      reason=reason)}]
         again = (await self.ctx.llm("agent", messages)).text or ""
         try:
-            parsed = parse_self_ask(again)
+            parsed = parse_self_ask(again, markers=self.markers)
         except ParseError:
             parsed = None
         if isinstance(parsed, SelfAskFinal):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +95,8 @@ class RunContext(ScopedContext):
         self.timeout: asyncio.Timeout | None = None  # the total timeout, set by execute()
         self._open: dict[int, Step] = {}  # emitted steps still `running`, by seq
         self._calls: list[str] = []  # "name args" of each tool call, for loop detection
+        self._answered: dict[str, tuple[int, ToolResult]] = {}  # "name args" -> (seq, result)
+        self._answering = False  # the last call after a limit: budgets no longer apply
         # profile -> (the server's context window, its tokens per estimated token), learnt from
         # a server that said "too long" after all
         self._server_windows: dict[str, tuple[int | None, float]] = {}
@@ -110,7 +113,8 @@ class RunContext(ScopedContext):
                 step.parent = scope.parent
             if scope.role and step.role == "agent":
                 step.role = scope.role
-            if counted and self._steps_counted >= self.limits.max_steps:
+            over = self._steps_counted >= self.limits.max_steps and not self._answering
+            if counted and over:
                 raise BudgetExceeded(f"reached the limit of {self.limits.max_steps} steps")
             self._seq += 1
             step.seq = self._seq
@@ -163,7 +167,19 @@ class RunContext(ScopedContext):
 
     # ------------------------------------------------------------------ the LLM
 
+    @contextlib.contextmanager
+    def answering(self) -> Iterator[None]:
+        """The one call that answers after a limit stopped the run (runtime/answer.py): it
+        may go past the step and LLM-call budgets that stopped it."""
+        self._answering = True
+        try:
+            yield
+        finally:
+            self._answering = False
+
     def _check_llm_budget(self) -> None:
+        if self._answering:
+            return
         limits, totals = self.limits, self.totals
         if totals.llm_calls >= limits.max_llm_calls:
             raise BudgetExceeded(f"reached the limit of {limits.max_llm_calls} LLM calls")
@@ -175,7 +191,8 @@ class RunContext(ScopedContext):
     async def llm(self, role: str, messages: list[dict[str, Any]], *, tools: list | None = None,
                   tool_choice: Any = None, response_format: dict | None = None,
                   stop: list[str] | None = None, temperature: float | None = None,
-                  max_tokens: int | None = None, parent: int | None = None) -> ChatResult:
+                  max_tokens: int | None = None, parent: int | None = None,
+                  meta: dict[str, Any] | None = None) -> ChatResult:
         """One recorded model call: budgets first, the prompt fitted to the model's context
         window, then an `llm` step with the request as sent and the reply."""
         self.raise_if_cancelled()
@@ -193,7 +210,8 @@ class RunContext(ScopedContext):
             raise
         step = await self.emit(Step(kind="llm", role=role, name=model.profile_name,
                                     parent=parent, input=request, status="running",
-                                    meta={"trimmed": trimmed} if trimmed else {}))
+                                    meta={**(meta or {}),
+                                          **({"trimmed": trimmed} if trimmed else {})}))
         edited = await self.checkpoint(step)
         self.totals.llm_calls += 1
         seq, started = step.seq, time.perf_counter()
@@ -263,8 +281,8 @@ class RunContext(ScopedContext):
         if known is None:
             return None
         limit, ratio = self._server_windows.get(model.profile_name, (None, 1.0))
-        budget = window.Budget.of(min(known.tokens, limit or known.tokens),
-                                  request["max_tokens"] or known.max_tokens)
+        reply = min(filter(None, (request["max_tokens"], known.max_tokens)), default=None)
+        budget = window.Budget.of(min(known.tokens, limit or known.tokens), reply)
         fitted = window.fit(messages, budget, history=self.history,
                             fixed=window.fixed_tokens(request["tools"],
                                                       request["response_format"]),
@@ -325,6 +343,10 @@ class RunContext(ScopedContext):
         if nudge is not None:
             return await self._refused(name, args, nudge, "loop", parent=parent, role=role)
         needs_approval = self.executor.needs_approval(name)
+        key = f"{name} {normalise_args(args)}"
+        if not needs_approval and key in self._answered:
+            return await self._repeated(name, args, *self._answered[key], parent=parent,
+                                        role=role)
         if needs_approval:
             decision = await self._approve(name, args, parent=parent, role=role)
             if not decision.approved:
@@ -359,10 +381,26 @@ class RunContext(ScopedContext):
         self.totals.tool_ms += (time.perf_counter() - started) * 1000
         if result.ok:
             self.findings.append(result.observation)
+            self._answered[key] = (step.seq, result)
         if result.truncated:
             step.meta["truncated"] = True  # the full value stays in output
         await self.finish(step, status="ok" if result.ok else "error", started=started,
                           output=result.to_dict(), text=result.observation)
+        return result
+
+    async def _repeated(self, name: str, args: Any, seq: int, earlier: ToolResult, *,
+                        parent: int | None, role: str) -> ToolResult:
+        """The same call as an earlier one that succeeded: answered from that observation, with
+        a note, instead of being run again (small models repeat a call whose result they have;
+        the loop detector still counts it)."""
+        observation = (f"{earlier.observation}\n\nNote: you already called {name} with these "
+                       "arguments and this was its result; it will not change. Use it to "
+                       "answer, or call another tool.")
+        result = ToolResult(tool=name, arguments=args, ok=True, output=earlier.output,
+                            observation=observation, truncated=earlier.truncated)
+        await self.emit(Step(kind="tool", role=role, name=name, parent=parent, input=args,
+                             output=result.to_dict(), text=observation, status="ok",
+                             duration_ms=0.0, meta={"repeat_of": seq}))
         return result
 
     async def _denied_at(self, step: Step, decision: Approval) -> ToolResult:

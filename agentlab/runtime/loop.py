@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentlab.llm.errors import LLMError
+from agentlab.runtime.answer import answer_from_findings
 from agentlab.runtime.limits import BudgetExceeded, LoopDetected, RunCancelled, Totals
 from traces.schema import Step
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from agentlab.runtime.context import RunContext
     from agentlab.runtime.scopes import ParadigmRun
 
-FinalStatus = Literal["succeeded", "failed", "cancelled", "timed_out"]
+FinalStatus = Literal["succeeded", "stopped", "failed", "cancelled", "timed_out"]
 
 
 @dataclass
@@ -40,19 +41,23 @@ async def execute(paradigm: ParadigmRun, ctx: RunContext, task: str) -> RunOutco
     ctx._task = inner
     timeout = ctx.timeout = asyncio.timeout(ctx.limits.total_timeout_s)
     outer_cancelled = False
+    limited = False  # stopped by a limit (time, budget, loop): answer from what was found
     try:
         async with timeout:
             answer = await inner
     except TimeoutError as exc:
         if timeout.expired():
             status, error = "timed_out", f"timed out after {ctx.limits.total_timeout_s:g} s"
+            limited = True
         else:  # a TimeoutError the paradigm let escape is a bug like any other
             status, error = "failed", _describe(exc)
             error_meta = {"exception": type(exc).__name__, "traceback": _tb(exc)}
     except BudgetExceeded as exc:
         status, error, error_meta = exc.status, exc.reason, {"limit": True}
+        limited = True
     except LoopDetected as exc:
         status, error, error_meta = "failed", exc.reason, {"loop": True}
+        limited = True
     except (RunCancelled, asyncio.CancelledError):
         # ctx.cancel() cancels only `inner`; a cancel of this task itself is re-raised below.
         current = asyncio.current_task()
@@ -67,17 +72,22 @@ async def execute(paradigm: ParadigmRun, ctx: RunContext, task: str) -> RunOutco
     finally:
         if not inner.done():
             inner.cancel()
-    ctx.totals.wall_ms = (time.perf_counter() - started) * 1000
     await ctx.close_open_steps(error or "the run ended before this step finished")
     if status != "succeeded":
         if status != "cancelled":
             await ctx.emit(Step(kind="error", text=error or "", status="error",
                                 meta={"status": status, **error_meta}), counted=False)
-        answer = paradigm.partial_answer(ctx, error or status)
+        written = await answer_from_findings(ctx, task, error or status) if limited else None
+        if written is not None:
+            status, answer = "stopped", written
+        else:
+            answer = paradigm.partial_answer(ctx, error or status)
+    ctx.totals.wall_ms = (time.perf_counter() - started) * 1000
     answer = answer if isinstance(answer, str) else ("" if answer is None else str(answer))
     await ctx.emit(Step(kind="final", text=answer, output=answer,
-                        status="ok" if status == "succeeded" else "error",
-                        meta={"status": status, **({"error": error} if error else {})}),
+                        status="ok" if status in ("succeeded", "stopped") else "error",
+                        meta={"status": status, **({"error": error} if error else {}),
+                              **({"stopped_by": error} if status == "stopped" else {})}),
                    counted=False)
     totals = ctx.totals.as_dict()
     await ctx.sink.status(status, {"answer": answer, "error": error, "totals": totals})

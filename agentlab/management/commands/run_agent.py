@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand
 
 from agentlab.management.commandutil import find_agent, find_user, needs_embedded, start_embedded
 from traces.display.terminal import TerminalSink
+from traces.schema import ANSWERED_STATUSES, RUN_STATUS_MEANINGS
 
 
 class Command(BaseCommand):
@@ -42,9 +43,13 @@ class Command(BaseCommand):
             if server is not None:
                 server.stop()
         totals = outcome.totals
-        style = self.style.SUCCESS if outcome.status == "succeeded" else self.style.ERROR
+        style = {"succeeded": self.style.SUCCESS, "stopped": self.style.WARNING}.get(
+            outcome.status, self.style.ERROR)
         self.stdout.write(style(f"\n{outcome.status.upper()}: {outcome.answer or ''}"))
-        if outcome.error:
+        if outcome.status == "stopped":
+            self.stdout.write(self.style.WARNING(
+                f"({RUN_STATUS_MEANINGS['stopped']}: {outcome.error})"))
+        elif outcome.error:
             self.stdout.write(self.style.ERROR(f"error: {outcome.error}"))
         self.stdout.write(
             f"{totals.llm_calls} LLM calls · {totals.tool_calls} tool calls · "
@@ -52,7 +57,7 @@ class Command(BaseCommand):
             f"{totals.wall_ms:.0f} ms · {totals.format_errors} format errors · "
             f"{totals.reflections} reflections · trace: /runs/{run.pk}/"
         )
-        if outcome.status != "succeeded":
+        if outcome.status not in ANSWERED_STATUSES:
             sys.exit(1)
 
     async def _execute(self, run: Any, approve: str) -> Any:

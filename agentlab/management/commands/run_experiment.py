@@ -116,7 +116,9 @@ def _cells(r: dict[str, Any]) -> list[str]:
 
     return [r["agent"], "—" if r["mean_score"] is None else f"{r['mean_score']:.2f}",
             f"{pct(r['pass_rate'])} ({r['passed']}/{r['finished']})", str(r["errors"]),
-            f"{r['succeeded']}/{r['runs']}", str(r["tokens"]), f"{r['cost_usd']:.4f}",
+            f"{r['succeeded']}/{r['runs']}"
+            + (f" (+{r['stopped']} stopped)" if r.get("stopped") else ""), str(r["tokens"]),
+            f"{r['cost_usd']:.4f}",
             f"{r['wall_s']:.1f}"]
 
 

@@ -12,6 +12,11 @@ Choices that callers rely on:
   ``Answer:`` counts as final only when there is no action. ``Action: None`` / ``N/A`` is no
   action. A tool with no input gets ``""``; the tool executor validates arguments, not the parser.
   ``<think>`` blocks are never parsed for actions (only used as the thought when nothing else is).
+* ``parse_react`` and ``parse_self_ask`` take ``markers`` (other names for their labels, e.g.
+  another language; MARKERS_SCHEMA is the agent parameter's schema), read full-width colons
+  ("Thought：") as colons and drop a stop word cut off at the end ("…\\nObs").
+* ``coerce_input`` (an Action Input) reads JSON followed by prose, JSON with comments and an
+  input wrapped in call syntax (``SomeTool({...})``).
 * ``parse_rewoo_plan``: duplicate and forward ``#E`` references are kept (the worker reports
   them); inputs balance their brackets, else run to the last closing bracket on the line.
 * ``parse_self_ask``: the latest of "unanswered Follow up" and "final answer" wins. A bare answer
@@ -28,10 +33,17 @@ from __future__ import annotations
 from agentlab.paradigms.parsing.common import (
     ParseError,
     call_args,
+    coerce_input,
     iter_json_objects,
     split_think,
     strip_quotes,
     unwrap_fence,
+)
+from agentlab.paradigms.parsing.markers import (
+    MARKERS_SCHEMA,
+    REACT_LABELS,
+    SELF_ASK_LABELS,
+    stop_words,
 )
 from agentlab.paradigms.parsing.plans import (
     REWOO_FORMAT,
@@ -50,7 +62,10 @@ from agentlab.paradigms.parsing.self_ask import (
 )
 
 __all__ = [
+    "MARKERS_SCHEMA",
+    "REACT_LABELS",
     "REWOO_FORMAT",
+    "SELF_ASK_LABELS",
     "SELF_ASK_FORMAT",
     "FollowUp",
     "ParseError",
@@ -59,6 +74,7 @@ __all__ = [
     "ReactFinal",
     "SelfAskFinal",
     "call_args",
+    "coerce_input",
     "iter_json_objects",
     "parse_numbered_plan",
     "parse_react",
@@ -67,6 +83,7 @@ __all__ = [
     "parse_self_ask",
     "resolve_refs",
     "split_think",
+    "stop_words",
     "strip_quotes",
     "unwrap_fence",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import re
 from collections.abc import Iterator
@@ -100,15 +101,31 @@ def load_value(text: str, start: int = 0, *, literal: bool = True) -> tuple[Any,
         return _DECODER.raw_decode(text, start)
     except json.JSONDecodeError:
         pass
-    if not literal or not _LITERAL_START_RE.match(text, start):
+    if not literal or text[start : start + 1] not in ("{", "["):
         return None
     end = _balanced_end(text, start)
     if end is None:
         return None
-    try:
-        return ast.literal_eval(text[start:end]), end
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
+    span = text[start:end]
+    tries = [span] if _LITERAL_START_RE.match(text, start) else []
+    if "//" in span or "/*" in span or "#" in span:  # JSON with comments ("// the city")
+        tries.append(strip_comments(span))
+    for candidate in tries:
+        with contextlib.suppress(ValueError):
+            return json.loads(candidate), end
+        with contextlib.suppress(ValueError, SyntaxError, TypeError, MemoryError,
+                                 RecursionError):
+            return ast.literal_eval(candidate), end
+    return None
+
+
+_COMMENT_RE = re.compile(r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|//[^\n]*|/\*.*?\*/|\#[^\n]*""",
+                         re.DOTALL)
+
+
+def strip_comments(text: str) -> str:
+    """Remove //, /* */ and # comments outside strings (what models put in their JSON)."""
+    return _COMMENT_RE.sub(lambda m: m.group(1) or "", text)
 
 
 def iter_json_objects(
@@ -188,6 +205,11 @@ def call_args(inner: str) -> dict[str, Any] | str:
     return strip_quotes(inner)
 
 
+# An input written as a call of the tool: `SomeTool({...})`, `get_weather({"city": "Paris"})`.
+_CALL_WRAP_RE = re.compile(r"\A`?[A-Za-z_][\w.-]*[ \t]*\([ \t]*(?P<inner>\{.*\})[ \t]*\)`?"
+                           r"[ \t]*[.;]?\s*\Z", re.DOTALL)
+
+
 def coerce_input(raw: str, body: str | None = None, offset: int = 0) -> dict[str, Any] | str:
     """Turn an Action Input into a dict (JSON object, possibly fenced) or a stripped string.
 
@@ -195,6 +217,8 @@ def coerce_input(raw: str, body: str | None = None, offset: int = 0) -> dict[str
     from the whole reply, so a marker-like phrase inside a JSON string does not cut it short.
     """
     stripped = raw.strip()
+    if (call := _CALL_WRAP_RE.match(stripped)) is not None:  # get_weather({"city": "Paris"})
+        return coerce_input(call.group("inner"))
     source, pos = (body, offset) if body is not None else (stripped, 0)
     if stripped.startswith("```"):
         fence = FENCE_RE.match(source, pos)

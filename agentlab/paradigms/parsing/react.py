@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,13 @@ from agentlab.paradigms.parsing.common import (
     split_think,
     strip_quotes,
     unwrap_fence,
+)
+from agentlab.paradigms.parsing.markers import (
+    REACT_LABELS,
+    cut_partial_stop,
+    normalise_colons,
+    stop_words,
+    translate,
 )
 
 REACT_FORMAT = (
@@ -137,8 +145,10 @@ def _kind(name: str) -> str:
     return _KINDS[name]
 
 
-def parse_react(text: str) -> ReactAction | ReactFinal:
+def parse_react(text: str, *, markers: Mapping[str, Iterable[str]] | None = None
+                ) -> ReactAction | ReactFinal:
     """Read one ReAct turn: a tool call (:class:`ReactAction`) or the answer (:class:`ReactFinal`).
+    ``markers`` gives other names for the labels (parsing/markers.py REACT_LABELS' keys).
 
     Whatever comes first wins: an Action followed by a Final Answer is an action (the model
     must see the observation before answering) and vice versa. Everything after the first
@@ -146,7 +156,11 @@ def parse_react(text: str) -> ReactAction | ReactFinal:
     """
     if not text or not text.strip():
         raise ParseError("The reply was empty. " + REACT_FORMAT)
-    thinking, body = split_think(text.replace("\r\n", "\n"))
+    # Markers in another language or with a full-width colon read as the English ones, and a
+    # stop word cut off at the end ("…}\nObs") is not part of the input.
+    text = normalise_colons(translate(text.replace("\r\n", "\n"), markers, REACT_LABELS))
+    text = cut_partial_stop(text, stop_words(markers, "observation", "Observation"))
+    thinking, body = split_think(text)
     body = unwrap_fence(body)
     sections = _sections(body)
     thoughts: list[str] = []

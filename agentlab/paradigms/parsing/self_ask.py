@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from agentlab.paradigms.parsing.common import ParseError
+from agentlab.paradigms.parsing.markers import (
+    SELF_ASK_LABELS,
+    cut_partial_stop,
+    normalise_colons,
+    stop_words,
+    translate,
+)
 
 SELF_ASK_FORMAT = (
     "Reply in this format:\n"
@@ -44,9 +52,14 @@ def _clean(text: str) -> str:
     return text.strip().strip("*_").strip()
 
 
-def parse_self_ask(text: str) -> FollowUp | SelfAskFinal:
-    """Read a Self-Ask turn: the next follow-up question, or the final answer."""
+def parse_self_ask(text: str, *, markers: Mapping[str, Iterable[str]] | None = None
+                   ) -> FollowUp | SelfAskFinal:
+    """Read a Self-Ask turn: the next follow-up question, or the final answer. ``markers``
+    gives other names for the prefixes (parsing/markers.py SELF_ASK_LABELS' keys)."""
     text = (text or "").replace("\r\n", "\n")
+    text = normalise_colons(translate(text, markers, SELF_ASK_LABELS))
+    text = cut_partial_stop(text, stop_words(markers, "intermediate_answer",
+                                             "Intermediate answer"))
     marks = list(_SELF_ASK_RE.finditer(text))
     ends = [m.start() for m in marks[1:]] + [len(text)]
     parts = [(m.lastgroup, text[m.end() : end]) for m, end in zip(marks, ends, strict=False)]

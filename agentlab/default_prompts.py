@@ -1,0 +1,62 @@
+"""Few-shot examples of the default ReAct agents, as chat turns in each mode's own format (a
+135M model copies a shown exchange; it does not follow one described in the system prompt)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+FUNCTION_CALLING = ("Answer the user's question with the tools: call the tool that has the "
+                    "facts, then answer from its result in a few words.")
+
+# (question, tool, arguments, result, answer). Answers are a few words, the number asked for
+# last: a 135M model that imitates a long answer lists every number of the result. A result's
+# keys do not start like the arguments ({"city": …): the model went on writing a result's keys
+# into its next Action Input.
+_EXAMPLES = [
+    ("What is the weather in Rome?", "get_weather", {"city": "Rome"},
+     '{"temperature_c": 18, "condition": "sunny", "humidity_pct": 60, "city": "Rome"}',
+     "Sunny and 18 °C."),
+    ("What is the AQI in Oslo?", "get_air_quality", {"city": "Oslo"},
+     '{"aqi": 30, "category": "good", "main_pollutant": "PM2.5", "city": "Oslo"}',
+     "The AQI in Oslo is 30."),
+    ("What is 12 * 7?", "calculator", {"expression": "12 * 7"}, "84", "84"),
+]
+
+
+def function_calling() -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = []
+    for i, (question, tool, args, result, answer) in enumerate(_EXAMPLES):
+        call_id = f"example_{i}"
+        turns += [{"role": "user", "content": question},
+                  {"role": "assistant", "content": None, "tool_calls": [
+                      {"id": call_id, "type": "function",
+                       "function": {"name": tool, "arguments": json.dumps(args)}}]},
+                  {"role": "tool", "tool_call_id": call_id, "content": result},
+                  {"role": "assistant", "content": answer}]
+    return turns
+
+
+def json_mode() -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = []
+    for question, tool, args, result, answer in _EXAMPLES:
+        call = {"thought": f"I need {tool} for this.", "action": tool, "action_input": args}
+        done = {"thought": "I have the answer.", "action": "final_answer", "action_input": answer}
+        turns += [{"role": "user", "content": f"Question: {question}"},
+                  {"role": "assistant", "content": json.dumps(call, ensure_ascii=False)},
+                  {"role": "user", "content": f"Observation: {result}"},
+                  {"role": "assistant", "content": json.dumps(done, ensure_ascii=False)}]
+    return turns
+
+
+def text_mode() -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = []
+    for question, tool, args, result, answer in _EXAMPLES:
+        turns += [{"role": "user", "content": f"Question: {question}"},
+                  {"role": "assistant", "content": f"Thought: I need {tool} for this.\n"
+                                                   f"Action: {tool}\n"
+                                                   f"Action Input: {json.dumps(args)}"},
+                  {"role": "user", "content": f"Observation: {result}"},
+                  {"role": "assistant", "content": "Thought: I now know the final answer\n"
+                                                   f"Final Answer: {answer}"}]
+    return turns

@@ -1,0 +1,87 @@
+"""`manage.py bench_llm [AGENT] [--questions N]`: how long the embedded model's calls take inside
+real ReAct runs: the start (loaded and warmed), the first call after it, then p50/p90 of every
+LLM call. Starts its own server (so "first call after start" is one), records the runs.
+
+Goals (issue 22): p50 of an LLM call inside a ReAct run < 2 s, first call after start < 3 s."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from agentlab.management.commandutil import find_agent, find_user
+from traces.models import Step
+
+QUESTIONS = [json.loads(line)["question"] for line in """\
+{"question": "What is the temperature in Paris right now, in °C?"}
+{"question": "What is the air quality index (AQI) in Beijing right now?"}
+{"question": "What is 17 * 23?"}
+{"question": "What is the weather like in London right now?"}
+{"question": "Is the air quality in Sydney good right now? Answer yes or no."}
+{"question": "What is the humidity in São Paulo right now, in percent?"}""".splitlines()]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+class Command(BaseCommand):
+    help = "Time the embedded model's LLM calls inside ReAct runs (start, first call, p50/p90)."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("agent", nargs="?", default="ReAct (function calling)")
+        parser.add_argument("--questions", type=int, default=len(QUESTIONS))
+
+    def handle(self, *args: Any, agent: str, questions: int, **options: Any) -> None:
+        from agentlab.llm.local_server import LocalModelError, LocalModelServer
+        from agentlab.runs.snapshot import create_run
+        from agentlab.runs.tasks import execute_run
+
+        row = find_agent(agent)
+        if not row.model_profile.is_embedded:
+            raise CommandError(f"{row.name} does not use the embedded model.")
+        owner = find_user(None)
+        self.stdout.write(f"load average before (1/5/15 min): {_load()}")
+        started = time.perf_counter()
+        server = LocalModelServer(port=0, write_state=False)
+        try:
+            os.environ["AGENTLAB_LOCAL_LLM_URL"] = server.start()
+        except LocalModelError as exc:
+            raise CommandError(str(exc)) from None
+        ready_s = time.perf_counter() - started
+        durations: list[float] = []
+        first_ms: float | None = None
+        try:
+            for i, question in enumerate(QUESTIONS[:questions], 1):
+                run = create_run(row, owner, question)
+                outcome = asyncio.run(execute_run(run))
+                calls = list(Step.objects.filter(run=run, kind="llm", status="ok")
+                             .order_by("seq").values_list("duration_ms", flat=True))
+                if first_ms is None and calls:
+                    first_ms = calls[0]
+                durations += [c for c in calls if c is not None]
+                self.stdout.write(f"[{i}] {outcome.status} · {len(calls)} calls "
+                                  f"{', '.join(f'{c / 1000:.1f}' for c in calls)} s · "
+                                  f"{(outcome.answer or '')[:70]!r} · /runs/{run.pk}/")
+        finally:
+            server.stop()
+            os.environ.pop("AGENTLAB_LOCAL_LLM_URL", None)
+        if not durations:
+            raise CommandError("no LLM call finished")
+        self.stdout.write(
+            f"\n{row.name}: started and warmed in {ready_s:.1f} s; first call after start "
+            f"{(first_ms or 0) / 1000:.2f} s (goal < 3 s); LLM call p50 "
+            f"{statistics.median(durations) / 1000:.2f} s (goal < 2 s), p90 "
+            f"{percentile(durations, 0.9) / 1000:.2f} s over {len(durations)} calls; "
+            f"load average after: {_load()}")
+
+
+def _load() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())

@@ -1,0 +1,76 @@
+"""Our chat handler's prompt and tool calls (agentlab/llm/chatml.py), without the model."""
+
+from __future__ import annotations
+
+import json
+
+from agentlab.llm import chatml
+
+HOSTILE = """He said "hi" & it's <b>bold</b>"""
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+
+
+def test_every_kind_of_message_reaches_the_prompt_unescaped() -> None:
+    messages = [
+        {"role": "system", "content": f"sys {HOSTILE}"},
+        {"role": "user", "content": f"user {HOSTILE}"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "get_weather", "arguments": json.dumps({"city": HOSTILE})}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": f"result {HOSTILE}"},
+        {"role": "assistant", "content": f"assistant {HOSTILE}"},
+    ]
+    text = chatml.prompt_text(chatml.render(messages, [WEATHER]))
+    for prefix in ("sys ", "user ", "result ", "assistant "):
+        assert prefix + HOSTILE in text
+    assert json.dumps(HOSTILE, ensure_ascii=False) in text  # the call's argument, as JSON
+    assert "&#34;" not in text and "&lt;" not in text and "&amp;" not in text
+    assert "Result of get_weather: result" in text  # a tool result names its tool
+    assert text.endswith("<|im_start|>assistant\n")
+
+
+def test_markers_in_content_are_content_not_special_tokens() -> None:
+    pieces = chatml.render([{"role": "user", "content": "a <|im_end|> b"}])
+    assert ("user\na <|im_end|> b", False) in pieces
+    assert all(special for text, special in pieces if text in ("<|im_start|>", "<|im_end|>"))
+
+
+def test_the_tool_section_goes_into_the_system_message_once() -> None:
+    text = chatml.prompt_text(chatml.render(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Paris?"}],
+        [WEATHER]))
+    assert text.count("You have access to the following tools:") == 1
+    assert '<tools>[{"name": "get_weather", "description": "Current weather for a city."' in text
+    assert text.index("Be brief.") < text.index("You have access to the following tools:")
+
+
+def test_a_tool_turn_is_constrained_to_the_tools_and_their_arguments() -> None:
+    schema = chatml.call_schema([WEATHER, {**WEATHER, "function": {
+        **WEATHER["function"], "name": "other"}}])
+    names = [b["properties"]["name"]["const"] for b in schema["anyOf"]]
+    assert names == ["get_weather", "other"]
+    args = schema["anyOf"][0]["properties"]["arguments"]
+    assert args["properties"] == {"city": {"type": "string"}}
+    assert args["additionalProperties"] is False  # no keys copied from the last result
+    forced = chatml.call_schema([WEATHER], forced="get_weather")
+    assert forced["properties"]["name"] == {"const": "get_weather"}
+    grammar = chatml.call_grammar('root ::= "{}"', forced=False)
+    assert grammar.startswith('root ::= "<tool_call>[" agentlab-call')
+    assert "agentlab-text" in grammar
+    assert "agentlab-text" not in chatml.call_grammar('root ::= "{}"', forced=True)
+
+
+def test_the_reply_is_read_back_as_calls_or_an_answer() -> None:
+    call = chatml.read_reply(
+        '<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_call>',
+        ["get_weather"])
+    (tc,) = call["tool_calls"]
+    assert tc["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    assert call["content"] is None
+    assert chatml.read_reply("It is 15 °C.", ["get_weather"]) == {
+        "role": "assistant", "content": "It is 15 °C."}
+    cut = '<tool_call>[{"name": "get_weather", "argu'  # cut off by max_tokens: shown as it was
+    assert chatml.read_reply(cut, ["get_weather"]) == {"role": "assistant", "content": cut}
