@@ -86,6 +86,27 @@ def test_export_never_carries_a_key_only_its_variable_name(run):
     assert "sk-leaked" not in text and "OPENAI_API_KEY" in text
 
 
+def test_an_imported_bundle_loses_its_secrets_however_it_was_made(run, user):
+    """A bundle written elsewhere (by hand, or by an older exporter) may carry keys: the import
+    strips every key named like a secret, at any depth, and keeps the variable names."""
+    data = export_bundle(run)
+    snap = data["run"]["agent_snapshot"]
+    snap["profiles"]["default"].update(api_key="sk-one", apiKey="sk-two", Password="pw-3",
+                                       client_secret="cs-4")
+    snap["agents"] = {"helper": {"profiles": {"default": {"API_KEY": "sk-five",
+                                                          "api_key_env": "HELPER_KEY"}}}}
+    snap["headers"] = [{"Authorization": "Bearer tok-6", "access_token": "tok-7",
+                        "region": "eu"}]
+    copy_ = import_bundle(data, user=user)
+    stored = json.dumps(Run.objects.get(pk=copy_.pk).agent_snapshot)
+    for secret in ("sk-one", "sk-two", "pw-3", "cs-4", "sk-five", "tok-6", "tok-7"):
+        assert secret not in stored, secret
+    kept = Run.objects.get(pk=copy_.pk).agent_snapshot
+    assert kept["profiles"]["default"]["api_key_env"] == "OPENAI_API_KEY"
+    assert kept["agents"]["helper"]["profiles"]["default"] == {"api_key_env": "HELPER_KEY"}
+    assert kept["headers"] == [{"region": "eu"}]
+
+
 def test_an_imported_running_run_becomes_interrupted(run, user):
     data = export_bundle(run)
     data["run"]["status"] = "running"

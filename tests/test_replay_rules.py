@@ -1,0 +1,185 @@
+"""Replay rules a user relies on without seeing them (pure: the real runtime, ReAct, a
+ScriptedModel as the live side, tool recordings as the database would hand them over):
+
+- a recorded approval stands only for a call that is served from the record; a call that will
+  run live (past the fork, or with arguments the record has no result for) waits for a person;
+- a request that differs only in `response_format` or `stop` is a divergence, not a match;
+- a reply served from the record costs nothing in the run's totals (its tokens still count).
+"""
+
+from __future__ import annotations
+
+import json
+
+from agentlab.forks.recorded_tools import (
+    RecordedApproval,
+    RecordedExecutor,
+    RecordedTool,
+    ToolRecording,
+)
+from agentlab.llm.replay import RecordedCall, Recording, ReplayModel
+from agentlab.paradigms.react import ReAct
+from agentlab.paradigms.registry import validate_params
+from agentlab.runtime.context import Approval
+from agentlab.runtime.loop import execute
+from agentlab.tools.decorator import tool
+from agentlab.tools.executor import ToolExecutor, ToolPolicy
+from tests.scripted_model import ScriptedModel, call, make_context, reply
+from traces.schema import Step
+
+EFFECTS: list[str] = []
+
+
+@tool
+def send_note(to: str) -> str:
+    """Send a note (a side effect: it needs approval)."""
+    EFFECTS.append(to)
+    return f"sent to {to}"
+
+
+def result(to: str) -> dict:
+    text = f"sent to {to}"
+    return {"tool": "send_note", "arguments": {"to": to}, "ok": True, "output": text,
+            "observation": text, "error": None, "error_type": None, "truncated": False,
+            "duration_ms": 1.0}
+
+
+APPROVED = {"approved": True, "arguments": None, "reason": "recorded yes"}
+POLICY = {"send_note": ToolPolicy(needs_approval=True)}
+
+
+class Person:
+    """Whoever watches the run: says no, and remembers being asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[Step] = []
+
+    async def __call__(self, step: Step) -> Approval:
+        self.asked.append(step)
+        return Approval(False, reason="the person said no")
+
+
+async def run_with(record: ToolRecording, person: Person, to: str = "ann"):
+    """ReAct calls send_note(to) once, then answers; tools and approvals follow `record`."""
+    EFFECTS.clear()
+    script = [reply("", call("send_note", {"to": to})), reply("done")]
+    ctx, sink = make_context(ScriptedModel(script), [send_note], policies=POLICY,
+                             params=validate_params("react", {"mode": "function_calling"}),
+                             approver=record.approver(person))
+    ctx.executor = RecordedExecutor(ctx.executor, record)
+    outcome = await execute(ReAct(), ctx, "Send ann a note")
+    return outcome, sink
+
+
+async def test_a_recorded_approval_serves_a_call_served_from_the_record():
+    record = ToolRecording([RecordedTool(3, "send_note", {"to": "ann"}, result("ann"))],
+                           approvals=[RecordedApproval(2, "send_note", {"to": "ann"}, APPROVED)])
+    person = Person()
+    outcome, sink = await run_with(record, person)
+    assert outcome.status == "succeeded"
+    assert person.asked == [] and EFFECTS == []  # served: nothing ran, nobody was needed
+    assert sink.of_kind("approval")[0].output["approved"] is True
+    assert record.served == [3]
+
+
+async def test_a_fork_before_the_tool_step_does_not_reuse_its_approval_for_the_live_call():
+    """Forked at the approval (step 2): the tool step (3) is past the fork, so the call runs
+    live, and a live side effect needs a person, not the record's old decision."""
+    record = ToolRecording([RecordedTool(3, "send_note", {"to": "ann"}, result("ann"))],
+                           fork_at=2,
+                           approvals=[RecordedApproval(2, "send_note", {"to": "ann"}, APPROVED)])
+    person = Person()
+    outcome, sink = await run_with(record, person)
+    assert [s.name for s in person.asked] == ["send_note"]
+    assert EFFECTS == []  # the person said no: nothing was sent
+    tool_step = sink.of_kind("tool")[0]
+    assert tool_step.status == "error" and "the person said no" in tool_step.text
+
+
+async def test_an_approval_with_edited_arguments_the_record_has_no_result_for_asks_a_person():
+    """The recorded person approved *other* arguments (bob) than those the record served (ann
+    was never sent): approving again from the record would send to bob live."""
+    decision = {"approved": True, "arguments": {"to": "bob"}, "reason": "to bob instead"}
+    record = ToolRecording([RecordedTool(3, "send_note", {"to": "ann"}, result("ann"))],
+                           approvals=[RecordedApproval(2, "send_note", {"to": "ann"}, decision)])
+    person = Person()
+    await run_with(record, person)
+    assert len(person.asked) == 1 and EFFECTS == []
+
+
+async def test_without_a_watcher_a_live_call_with_a_recorded_approval_is_denied():
+    record = ToolRecording([], approvals=[RecordedApproval(2, "send_note", {"to": "ann"},
+                                                           APPROVED)])
+    decision = await record.approver()(Step(kind="approval", name="send_note",
+                                            input={"to": "ann"}))
+    assert not decision.approved and "no approver" in decision.reason
+    assert record.approvals, "a decision not used stays for a later served call"
+
+
+# ------------------------------------------------------------------ divergence fields
+
+
+def request(**extra) -> dict:
+    return {"messages": [{"role": "user", "content": "hi"}], "tools": None, "tool_choice": None,
+            "response_format": None, "stop": None, **extra}
+
+
+def recorded(seq: int, req: dict, text: str, cost: float = 0.0) -> RecordedCall:
+    return RecordedCall(seq, json.loads(json.dumps(req)), reply(text, cost_usd=cost).to_dict())
+
+
+async def ask(model: ReplayModel, req: dict):
+    return await model.chat(req["messages"], tools=req["tools"],
+                            tool_choice=req["tool_choice"],
+                            response_format=req["response_format"], stop=req["stop"])
+
+
+async def test_a_changed_response_format_alone_is_a_divergence():
+    schema = {"type": "json_object"}
+    live = ScriptedModel(["live"])
+    model = ReplayModel([recorded(1, request(response_format=schema), "recorded")], live)
+    answer = await ask(model, request(response_format={"type": "text"}))
+    assert answer.text == "live" and len(live.requests) == 1
+    assert model.recording.first_divergence.fields == ("response_format",)
+    # And the same response_format is served.
+    same = ReplayModel([recorded(1, request(response_format=schema), "recorded")])
+    assert (await ask(same, request(response_format=dict(schema)))).text == "recorded"
+
+
+async def test_a_changed_stop_alone_is_a_divergence():
+    live = ScriptedModel(["live"])
+    model = ReplayModel([recorded(1, request(stop=["Observation:"]), "recorded")], live)
+    answer = await ask(model, request(stop=["\nObservation"]))
+    assert answer.text == "live"
+    assert model.recording.first_divergence.fields == ("stop",)
+    dropped = ReplayModel([recorded(1, request(stop=["Observation:"]), "recorded")],
+                          ScriptedModel(["live"]))
+    assert (await ask(dropped, request())).text == "live"  # no stop at all: differs too
+    assert dropped.recording.first_divergence.fields == ("stop",)
+
+
+# ------------------------------------------------------------------ cost of served replies
+
+
+async def test_replies_served_from_the_record_cost_nothing_but_keep_their_tokens():
+    """The recorded run paid for its replies; a replay of it pays nothing for them."""
+    script = [reply("", call("send_note", {"to": "ann"}), cost_usd=0.25, prompt_tokens=40),
+              reply("done", cost_usd=0.5, prompt_tokens=60)]
+    ctx, sink = make_context(ScriptedModel(script), [send_note],
+                             params=validate_params("react", {"mode": "function_calling"}))
+    first = await execute(ReAct(), ctx, "Send ann a note")
+    assert ctx.totals.cost_usd == 0.75  # the recorded run's cost, so the replay's 0 means it
+
+    calls = [RecordedCall(s.seq, json.loads(json.dumps(s.input)), s.output)
+             for s in sink.steps if s.kind == "llm"]
+    tools = [RecordedTool(s.seq, s.name, s.input, s.output) for s in sink.steps
+             if s.kind == "tool"]
+    ctx2, sink2 = make_context(ReplayModel(Recording(calls), ScriptedModel([])), [send_note],
+                               params=validate_params("react", {"mode": "function_calling"}))
+    ctx2.executor = RecordedExecutor(ToolExecutor({"send_note": send_note}), ToolRecording(tools))
+    second = await execute(ReAct(), ctx2, "Send ann a note")
+    assert second.answer == first.answer == "done"
+    assert ctx2.totals.cost_usd == 0.0
+    assert all(s.cost_usd == 0.0 for s in sink2.of_kind("llm"))
+    assert (ctx2.totals.tokens_in, ctx2.totals.tokens_out) == (
+        ctx.totals.tokens_in, ctx.totals.tokens_out)
