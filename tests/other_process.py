@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentlab.settings")
 
@@ -16,6 +15,7 @@ TOKENS = ("six ", "times ", "seven")
 
 
 async def record(run_id: int) -> None:
+    from tests.waiting import await_until
     from traces import fanout
     from traces.recorder import Recorder
     from traces.schema import Step
@@ -31,11 +31,8 @@ async def record(run_id: int) -> None:
     await recorder.step(Step(seq=3, kind="final", status="ok", text="42"))
     await recorder.status("succeeded", {"answer": "42", "totals": {"llm_calls": 1,
                                                                    "tool_calls": 1}})
-    deadline = time.monotonic() + 20
-    while fanout._REMOTE or fanout._SENDERS:  # still on their way to Redis
-        if time.monotonic() > deadline:
-            raise SystemExit("the events did not leave for the channel layer")
-        await asyncio.sleep(0.01)
+    await await_until(lambda: not (fanout._REMOTE or fanout._SENDERS), timeout=20,
+                      message="every event left for the channel layer")
 
 
 def main() -> None:

@@ -19,6 +19,8 @@ from agentlab.models import Tool
 from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
 from tests.fake_openai import Reply
+from tests.waiting import await_until
+from traces import fanout
 from traces.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -206,8 +208,9 @@ async def test_approval_waits_for_whoever_opens_the_run_later(
     assert frames[-1]["detail"]["waiting_for"] == "approval"
     assert any(f["type"] == "approval" and f["tool"] == "calculator" for f in frames)
     await first.disconnect()
-    await asyncio.sleep(0.2)
+    await await_until(lambda: fanout.watchers(run.pk) == 0, message="the socket left")
     assert (await Run.objects.aget(pk=run.pk)).status == "paused"  # nobody decided: it waits
+    assert [s.name for s in live.get(run.pk).approvals()] == ["calculator"]
 
     later = await connect(run.pk, user)
     frames = await synced(later)

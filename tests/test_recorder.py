@@ -13,6 +13,7 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 from django.utils import timezone
 
+from tests.waiting import turns
 from traces import fanout
 from traces.models import Run, Step
 from traces.recorder import Recorder, mark_interrupted
@@ -254,8 +255,7 @@ async def test_a_run_going_on_ahead_of_its_rows_waits_once_max_ahead_are_unwritt
                                                             name="calculator", status="ok")), 5)
         last = asyncio.create_task(recorder.step(StepRecord(seq=MAX_AHEAD, kind="tool",
                                                             name="calculator", status="ok")))
-        for _ in range(50):  # many turns of the loop: nothing it waits for can happen
-            await asyncio.sleep(0)
+        await turns()  # nothing it waits for can happen meanwhile: the writer is held
         assert not last.done(), f"step {MAX_AHEAD} went on with {MAX_AHEAD} rows unwritten"
         assert await Step.objects.filter(run=run).acount() == 0
     finally:

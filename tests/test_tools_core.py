@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import threading
-import time
 from typing import Annotated, Literal
 
 import pytest
@@ -46,17 +45,29 @@ async def _lookup(word: str) -> str:
     return f"{word}: a word"
 
 
+# The busy tools below hold on until the test lets them go (or much longer than any
+# timeout here): a test then knows the answer came while they were still busy, without a clock.
+RELEASE = threading.Event()
+FINISHED: list[str] = []
+
+
 @tool
 def slow(seconds: float) -> str:
-    """Sleep, then answer."""
-    time.sleep(seconds)
+    """Busy until released (at most `seconds`), then answer."""
+    RELEASE.wait(seconds)
+    FINISHED.append("slow")
     return "done"
 
 
 @tool
 async def slow_async(seconds: float) -> str:
-    """Sleep (async), then answer."""
-    await asyncio.sleep(seconds)
+    """Busy (async) until cancelled, at most `seconds`."""
+    try:
+        await asyncio.wait_for(asyncio.Event().wait(), seconds)
+    except asyncio.CancelledError:
+        FINISHED.append("slow_async cancelled")
+        raise
+    FINISHED.append("slow_async")
     return "done"
 
 
@@ -144,17 +155,21 @@ def test_an_exception_is_an_observation_with_type_and_message():
 
 @pytest.mark.parametrize("name", ["slow", "slow_async"])
 def test_sync_and_async_tools_time_out(name):
+    RELEASE.clear()
+    FINISHED.clear()
     executor = ToolExecutor({t.name: t for t in (slow, slow_async)},
                             {name: ToolPolicy(timeout_s=0.2)})
-    started = time.perf_counter()
-    result = run(executor, name, {"seconds": 2})
-    assert time.perf_counter() - started < 1.5
+    result = run(executor, name, {"seconds": 30})
     assert result.error_type == "timeout"
     assert result.observation == f"Error: tool {name} timed out after 0.2 s"
+    # The answer came while the tool was still busy: a sync one goes on in its thread (it
+    # cannot be killed), an async one was cancelled.
+    assert ([] if name == "slow" else ["slow_async cancelled"]) == FINISHED
     # The run's own tool timeout caps the policy's.
     capped = asyncio.run(ToolExecutor({name: executor.tools[name]}).run(
-        name, {"seconds": 2}, timeout_s=0.1))
+        name, {"seconds": 30}, timeout_s=0.1))
     assert capped.error == f"tool {name} timed out after 0.1 s"
+    RELEASE.set()  # the sync ones may end now
 
 
 def test_sync_tools_reuse_their_threads_and_a_hung_one_holds_up_no_other():
@@ -173,18 +188,23 @@ def test_sync_tools_reuse_their_threads_and_a_hung_one_holds_up_no_other():
         for _ in range(20):
             assert (await executor.run("where", {})).error is None
         # A tool still busy after its timeout keeps its thread; the next call gets another.
-        hung = await executor.run("slow", {"seconds": 1.5})
-        started = time.perf_counter()
+        hung = await executor.run("slow", {"seconds": 30})
         after = await executor.run("where", {})
-        return hung, after, time.perf_counter() - started
+        return hung, after, list(FINISHED)
 
-    hung, after, took = asyncio.run(calls())
+    RELEASE.clear()
+    FINISHED.clear()
+    try:
+        hung, after, finished_by_then = asyncio.run(calls())
+    finally:
+        RELEASE.set()
     # Twenty calls in a row ran on the threads already idle (earlier tests may have left a few),
     # not on a new thread each.
     assert len(set(threads[:20])) <= 5
     assert all(t.daemon for t in threads)  # a hung tool never holds up the process's exit
     assert hung.error_type == "timeout"
-    assert after.error is None and took < 1.0
+    # The next call was answered while the hung one still held its thread.
+    assert after.error is None and finished_by_then == []
 
 
 def test_long_observations_are_cut_for_the_llm_but_kept_whole():

@@ -52,3 +52,11 @@ async def await_until(predicate: Callable[[], Any | Awaitable[Any]],
         if time.monotonic() > deadline:
             raise NotYet(f"not true within {timeout:g} s: {_what(predicate, message)}")
         await asyncio.sleep(_POLL_S)
+
+
+async def turns(n: int = 100) -> None:
+    """Let the loop turn `n` times, no clock involved: every task that can go on without
+    something outside the loop (a thread, a socket, a timer) does. For "nothing happens
+    meanwhile" where only a person could make it happen."""
+    for _ in range(n):
+        await asyncio.sleep(0)
