@@ -9,6 +9,7 @@ ScriptedModel as the live side, tool recordings as the database would hand them 
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from agentlab.forks.recorded_tools import (
@@ -183,3 +184,79 @@ async def test_replies_served_from_the_record_cost_nothing_but_keep_their_tokens
     assert all(s.cost_usd == 0.0 for s in sink2.of_kind("llm"))
     assert (ctx2.totals.tokens_in, ctx2.totals.tokens_out) == (
         ctx.totals.tokens_in, ctx.totals.tokens_out)
+
+
+# ------------------------------------------------------------------ what a record serves
+# (each found by mutation testing: scripts/mutate agentlab/forks/recorded_tools.py)
+
+
+def recording_of(*tos: str, **options) -> ToolRecording:
+    return ToolRecording([RecordedTool(i + 2, "send_note", {"to": to}, result(to))
+                          for i, to in enumerate(tos)], **options)
+
+
+async def test_an_edited_observation_is_an_ok_result_or_an_error_as_the_user_wrote_it():
+    recorded = {**result("ann"), "ok": False, "error": "smtp down", "error_type": "exception",
+                "truncated": True}
+    for text, ok in [("Sent, ann replied.", True), ("  Error: ann moved away", False)]:
+        record = ToolRecording([RecordedTool(2, "send_note", {"to": "ann"}, recorded)],
+                               fork_at=2, edited_observation=text)
+        served = record.take("send_note", {"to": "ann"})
+        assert (served.ok, served.output, served.observation) == (ok, text, text)
+        assert (served.error, served.error_type) == ((None, None) if ok else (text, "edited"))
+        assert served.truncated is False  # the user's text is whole
+        assert record.claim("send_note", {"to": "ann"}).edited
+
+
+async def test_a_fork_without_an_edit_serves_its_own_step_as_recorded():
+    record = recording_of("ann", fork_at=2)
+    served = record.take("send_note", {"to": "ann"})
+    assert served.observation == "sent to ann" and served.ok
+    assert record.claim("send_note", {"to": "ann"}).edited is False
+    assert record.claim("send_note", {"to": "ann"}) is None  # each served call claimed once
+    assert record.claim("send_note", {"to": "zed"}) is None  # never served: nothing to claim
+
+
+async def test_only_the_next_few_recorded_calls_are_matched():
+    """A call is matched among the next WINDOW (8) pending ones, not anywhere in the run."""
+    record = recording_of(*[f"p{i}" for i in range(9)])
+    assert record.take("send_note", {"to": "p8"}) is None  # ninth: outside the window
+    assert record.take("send_note", {"to": "p7"}).observation == "sent to p7"
+
+
+async def test_the_executor_serves_what_the_users_groups_allow_and_counts_live_calls():
+    policy = {"send_note": ToolPolicy(allowed_groups=frozenset({"mail"}))}
+    EFFECTS.clear()
+    for inner in (ToolExecutor({"send_note": send_note}, policy, user_groups={"mail"}),
+                  ToolExecutor({"send_note": send_note}, policy, is_superuser=True)):
+        ex = RecordedExecutor(inner, recording_of("ann"))
+        assert (await ex.run("send_note", {"to": "ann"})).observation == "sent to ann"
+        assert EFFECTS == []  # served, not sent
+    ex = RecordedExecutor(ToolExecutor({"send_note": send_note}), recording_of())
+    await ex.run("send_note", {"to": "bob"})
+    await ex.run("send_note", {"to": "cy"})
+    assert ex.recording.live_calls == 2 and EFFECTS == ["bob", "cy"]
+
+
+async def test_a_live_call_keeps_the_runs_tool_timeout():
+    @tool
+    async def hangs() -> str:
+        """Never answers."""
+        await asyncio.Event().wait()
+        return "never"
+
+    ex = RecordedExecutor(ToolExecutor({"hangs": hangs}), ToolRecording([]))
+    out = await asyncio.wait_for(ex.run("hangs", {}, timeout_s=0.1), 10)
+    assert out.error == "tool hangs timed out after 0.1 s"
+
+
+async def test_a_recorded_decision_carries_its_arguments_and_no_invented_reason():
+    """The person approved bob instead of ann, and the record holds bob's result: the
+    replay approves bob (served, not sent), with the recorded (empty) reason."""
+    record = ToolRecording([RecordedTool(3, "send_note", {"to": "bob"}, result("bob"))],
+                           approvals=[RecordedApproval(2, "send_note", {"to": "ann"},
+                                                       {"approved": True,
+                                                        "arguments": {"to": "bob"}})])
+    decision = await record.approver(Person())(Step(kind="approval", name="send_note",
+                                                    input={"to": "ann"}))
+    assert decision.approved and decision.arguments == {"to": "bob"} and decision.reason == ""
