@@ -260,3 +260,54 @@ async def test_a_recorded_decision_carries_its_arguments_and_no_invented_reason(
     decision = await record.approver(Person())(Step(kind="approval", name="send_note",
                                                     input={"to": "ann"}))
     assert decision.approved and decision.arguments == {"to": "bob"} and decision.reason == ""
+
+
+# ------------------------------------------------------------------ the replay model's edges
+# (found by mutation testing: scripts/mutate agentlab/llm/replay.py)
+
+
+async def test_a_request_off_the_record_goes_live_exactly_as_asked_and_is_counted():
+    live = ScriptedModel(["live one", "live two"])
+    model = ReplayModel([], live)
+    heard: list[str] = []
+
+    async def on_token(piece: str) -> None:
+        heard.append(piece)
+
+    tools = [{"type": "function", "function": {"name": "send_note"}}]
+    asked = dict(tools=tools, tool_choice="auto", response_format={"type": "json_object"},
+                 stop=["\nObservation"], temperature=0.3, max_tokens=77)
+    messages = [{"role": "user", "content": "hi"}]
+    assert (await model.chat(messages, on_token=on_token, **asked)).text == "live one"
+    assert live.requests[0] == {"messages": messages, **asked}
+    assert "".join(heard) == "live one"
+    await model.chat(messages)
+    assert model.recording.live_calls == 2
+
+
+async def test_a_served_reply_is_streamed_to_the_page_at_once():
+    model = ReplayModel([recorded(1, request(), "from the record")])
+    heard: list[str] = []
+    await model.chat(request()["messages"], on_token=heard.append)
+    assert heard == ["from the record"]
+    claimed = model.recording.claim(request())
+    assert (claimed.kind, claimed.source_seq) == ("replayed", 1)
+
+
+async def test_every_role_replays_on_its_own_live_model_window_and_name_unless_offline():
+    from agentlab.llm.replay import ReplayMismatch, replay_models
+    from agentlab.llm.types import ContextWindow
+
+    planner = ScriptedModel(["live plan"], profile_name="planner-profile")
+    planner.window = ContextWindow(4096, 256)
+    models = replay_models({"planner": planner}, Recording([]))
+    assert models["planner"].profile_name == "planner-profile"
+    assert models["planner"].window == ContextWindow(4096, 256)
+    assert (await ask(models["planner"], request())).text == "live plan"
+    offline = replay_models({"planner": planner}, Recording([]), live=False)
+    try:
+        await ask(offline["planner"], request())
+    except ReplayMismatch as exc:
+        assert "the recorded run made no more LLM calls" in str(exc)
+    else:
+        raise AssertionError("an offline replay went live")
