@@ -275,8 +275,8 @@ async def test_a_request_off_the_record_goes_live_exactly_as_asked_and_is_counte
         heard.append(piece)
 
     tools = [{"type": "function", "function": {"name": "send_note"}}]
-    asked = dict(tools=tools, tool_choice="auto", response_format={"type": "json_object"},
-                 stop=["\nObservation"], temperature=0.3, max_tokens=77)
+    asked = {"tools": tools, "tool_choice": "auto", "response_format": {"type": "json_object"},
+             "stop": ["\nObservation"], "temperature": 0.3, "max_tokens": 77}
     messages = [{"role": "user", "content": "hi"}]
     assert (await model.chat(messages, on_token=on_token, **asked)).text == "live one"
     assert live.requests[0] == {"messages": messages, **asked}

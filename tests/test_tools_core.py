@@ -45,29 +45,46 @@ async def _lookup(word: str) -> str:
     return f"{word}: a word"
 
 
-# The busy tools below hold on until the test lets them go (or much longer than any
-# timeout here): a test then knows the answer came while they were still busy, without a clock.
-RELEASE = threading.Event()
-FINISHED: list[str] = []
+class Gate:
+    """Holds the busy tools below until the test lets them go (or far longer than any timeout
+    here): a test then knows an answer came while they were still busy, without a clock. Each
+    test opens its own, so a tool released late by an earlier test reports to that one."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.finished: list[str] = []
+
+
+GATE = Gate()
+
+
+@pytest.fixture
+def gate():
+    global GATE
+    GATE = Gate()
+    yield GATE
+    GATE.release.set()
 
 
 @tool
 def slow(seconds: float) -> str:
     """Busy until released (at most `seconds`), then answer."""
-    RELEASE.wait(seconds)
-    FINISHED.append("slow")
+    gate = GATE
+    gate.release.wait(seconds)
+    gate.finished.append("slow")
     return "done"
 
 
 @tool
 async def slow_async(seconds: float) -> str:
     """Busy (async) until cancelled, at most `seconds`."""
+    gate = GATE
     try:
         await asyncio.wait_for(asyncio.Event().wait(), seconds)
     except asyncio.CancelledError:
-        FINISHED.append("slow_async cancelled")
+        gate.finished.append("slow_async cancelled")
         raise
-    FINISHED.append("slow_async")
+    gate.finished.append("slow_async")
     return "done"
 
 
@@ -154,9 +171,7 @@ def test_an_exception_is_an_observation_with_type_and_message():
 
 
 @pytest.mark.parametrize("name", ["slow", "slow_async"])
-def test_sync_and_async_tools_time_out(name):
-    RELEASE.clear()
-    FINISHED.clear()
+def test_sync_and_async_tools_time_out(name, gate):
     executor = ToolExecutor({t.name: t for t in (slow, slow_async)},
                             {name: ToolPolicy(timeout_s=0.2)})
     result = run(executor, name, {"seconds": 30})
@@ -164,15 +179,14 @@ def test_sync_and_async_tools_time_out(name):
     assert result.observation == f"Error: tool {name} timed out after 0.2 s"
     # The answer came while the tool was still busy: a sync one goes on in its thread (it
     # cannot be killed), an async one was cancelled.
-    assert ([] if name == "slow" else ["slow_async cancelled"]) == FINISHED
+    assert gate.finished == ([] if name == "slow" else ["slow_async cancelled"])
     # The run's own tool timeout caps the policy's.
     capped = asyncio.run(ToolExecutor({name: executor.tools[name]}).run(
         name, {"seconds": 30}, timeout_s=0.1))
     assert capped.error == f"tool {name} timed out after 0.1 s"
-    RELEASE.set()  # the sync ones may end now
 
 
-def test_sync_tools_reuse_their_threads_and_a_hung_one_holds_up_no_other():
+def test_sync_tools_reuse_their_threads_and_a_hung_one_holds_up_no_other(gate):
     threads = []  # the thread objects themselves (kept alive, so never mistaken for another)
 
     @tool
@@ -190,14 +204,9 @@ def test_sync_tools_reuse_their_threads_and_a_hung_one_holds_up_no_other():
         # A tool still busy after its timeout keeps its thread; the next call gets another.
         hung = await executor.run("slow", {"seconds": 30})
         after = await executor.run("where", {})
-        return hung, after, list(FINISHED)
+        return hung, after, list(gate.finished)
 
-    RELEASE.clear()
-    FINISHED.clear()
-    try:
-        hung, after, finished_by_then = asyncio.run(calls())
-    finally:
-        RELEASE.set()
+    hung, after, finished_by_then = asyncio.run(calls())
     # Twenty calls in a row ran on the threads already idle (earlier tests may have left a few),
     # not on a new thread each.
     assert len(set(threads[:20])) <= 5
