@@ -139,3 +139,42 @@ def test_a_tool_call_shows_its_name_and_arguments():
     assert ('<div class="field action"><div class="label">Action</div><code>calculator</code>'
             '<div class="hl">') in page and "6*7" in page
     assert 'class="error"' not in page
+
+
+def test_the_partial_is_whole_markup_in_order():
+    from traces.display.figures import format_size
+
+    page = render({"kind": "approval", "name": "run_sql", "input": {"sql": "SELECT 1"},
+                   "output_size": 5000, "text_size": 3000, "tokens_in": 5,
+                   "meta": {"attempts": 2, "cached": True, "traceback": "Trace <x>"}})
+    assert page.startswith('<article class="step k-approval" id="step-3"')
+    assert ('  <header class="step-head">\n    <button type="button" class="tree-toggle" '
+            'aria-expanded="true" title="Fold the steps inside this one">▾</button>\n') in page
+    assert "\n  </header>\n" in page and page.endswith("</article>\n")
+    assert '2</li><li class="fact-cached"><span>cached</span> yes</li></ul>' in page
+    assert '<code>run_sql</code></div>' in page  # an approval names its tool like a tool step
+    assert '<div class="field"><div class="label">sql</div><div class="hl">' in page
+    assert page.count("Arguments") == 1  # the input once, before the text and the output
+    assert f"Decision · {format_size(3000)}" in page and f"· {format_size(5000)} " in page
+    assert '<span title="tokens in / out">5→0 tok</span>' in page  # tokens in alone count
+    assert ('  <details class="payload"><summary>Traceback</summary><div class="hl"><pre>'
+            'Trace &lt;x&gt;</pre></div></details>\n') in page
+    llm = render({"kind": "llm", "name": "m", "output": {"text": ""}})
+    assert ('<summary>Messages <span class="muted">— the conversation as the model saw it'
+            '</span></summary><div class="payload-body muted">Loading…</div></details>\n'
+            '</article>\n') in llm
+    assert ('title="Edit this call and run it again against any model profile">Playground</a>'
+            in llm)
+    assert "XX" not in page + llm  # no stray text between the parts
+
+
+def test_divergence_marks_and_the_fork_link_for_a_finished_run():
+    only_seq = render({"kind": "llm", "name": "m", "output": {"text": ""},
+                       "meta": {"diverged_from": 2}})
+    assert '<span class="pill diverged" title="">diverged from #2</span>' in only_seq
+    only_detail = render({"kind": "llm", "name": "m", "output": {"text": ""},
+                          "meta": {"divergence": "tools differ"}})
+    assert '<span class="pill diverged" title="tools differ">diverged</span>' in only_detail
+    finished = str(step_html(step_view({"seq": 3, "kind": "tool", "input": None,
+                                        "output": None}), SimpleNamespace(pk=7)))
+    assert "Fork from here" in finished  # a row that says nothing of being active is done
