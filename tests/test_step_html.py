@@ -178,3 +178,16 @@ def test_divergence_marks_and_the_fork_link_for_a_finished_run():
     finished = str(step_html(step_view({"seq": 3, "kind": "tool", "input": None,
                                         "output": None}), SimpleNamespace(pk=7)))
     assert "Fork from here" in finished  # a row that says nothing of being active is done
+
+
+def test_empty_and_unsized_parts_and_a_run_that_says_it_is_done():
+    from traces.display.figures import format_size
+
+    view = step_view({"seq": 3, "kind": "tool", "name": "t", "text_size": 0}, run_start=0.0)
+    page = str(step_html(view, SimpleNamespace(pk=7, is_active=lambda: False)))
+    assert "Fork from here" in page  # is_active() said no
+    assert f"Arguments · {format_size(0)} " in page and f"Observation · {format_size(0)}" in page
+    assert format_size(1) not in page
+    empty = render({"kind": "tool", "name": "t", "text": "", "duration_ms": 5.0,
+                    "tokens_in": 1, "tokens_out": 1, "cost_usd": 0.5})
+    assert "XX" not in empty and "text-field" not in empty
