@@ -243,3 +243,26 @@ def test_describe_lists_arguments_for_text_prompts():
     line = EX.describe().splitlines()[0]
     assert line.startswith("forecast(city: string, days: integer?")
     assert line.endswith("Forecast for a city.")
+
+
+def test_truncation_at_its_edges():
+    """A limit of 0 means no cut; a text exactly at the limit is whole; one more is cut."""
+    assert truncate("abc", 0) == ("abc", False)
+    assert truncate("abc", 3) == ("abc", False)
+    assert truncate("abcd", 3) == ("abc\n[truncated: 4 characters, first 3 shown]", True)
+    assert truncate("ab", 1) == ("a\n[truncated: 2 characters, first 1 shown]", True)
+
+
+def test_describe_names_untyped_and_optional_parameters_and_bare_tools():
+    from agentlab.tools.decorator import ToolSpec
+
+    def fn(**_kwargs):
+        return "x"
+
+    untyped = ToolSpec(name="probe", description="Probe it.", fn=fn, is_async=False,
+                       parameters={"type": "object", "properties": {"what": {}},
+                                   "required": ["what"]})
+    bare = ToolSpec(name="ping", description="Ping.", fn=fn, is_async=False,
+                    parameters={"type": "object"})
+    assert ToolExecutor({"probe": untyped, "ping": bare}).describe().splitlines() == [
+        "probe(what: any): Probe it.", "ping(): Ping."]
