@@ -266,3 +266,43 @@ def test_describe_names_untyped_and_optional_parameters_and_bare_tools():
                     parameters={"type": "object"})
     assert ToolExecutor({"probe": untyped, "ping": bare}).describe().splitlines() == [
         "probe(what: any): Probe it.", "ping(): Ping."]
+
+
+def test_every_outcome_says_which_call_it_was_and_how_long_it_took(gate):
+    """The trace shows a tool step from its ToolResult: the tool, the arguments as they were
+    used (coerced), ok or the kind of failure, and a duration within the call's own time."""
+    import time as clock
+
+    @tool
+    def pause(ms: int) -> str:
+        """Take at least `ms` milliseconds (the subject of the test, not a wait)."""
+        clock.sleep(ms / 1000)
+        return "done"
+
+    executor = ToolExecutor({t.name: t for t in (forecast, broken, slow, pause)},
+                            {"slow": ToolPolicy(timeout_s=0.1)})
+    cases = [
+        ("pause", {"ms": "30"}, True, None, {"ms": 30}),
+        ("forecast", {"city": "Paris", "days": "x"}, False, "validation",
+         {"city": "Paris", "days": "x"}),
+        ("broken", {"x": "3"}, False, "exception", {"x": 3}),
+        ("slow", {"seconds": "30"}, False, "timeout", {"seconds": 30.0}),
+    ]
+    for name, arguments, ok, kind, used in cases:
+        before = clock.perf_counter()
+        result = run(executor, name, arguments)
+        spent_ms = (clock.perf_counter() - before) * 1000
+        assert (result.tool, result.arguments, result.ok, result.error_type) == (
+            name, used, ok, kind), name
+        assert 0 <= result.duration_ms <= spent_ms, name
+    assert run(executor, "pause", {"ms": 30}).duration_ms >= 30  # it did take that long
+    refused = run(ToolExecutor({}), "nothing", {"a": 1})
+    assert (refused.tool, refused.arguments, refused.ok) == ("nothing", {"a": 1}, False)
+    assert refused.error == "unknown tool 'nothing'. Available tools: none"
+    disabled = run(ToolExecutor({"forecast": forecast}, {"forecast": ToolPolicy(enabled=False)}),
+                   "forecast", {"city": "Paris"})
+    assert disabled.error == "the tool 'forecast' is disabled by the administrator"
+
+
+def test_enum_arguments_reach_the_tool_as_members():
+    assert '"unit": "Unit.F"' in run(EX, "forecast", {"city": "Paris", "unit": "fahrenheit"}).output
