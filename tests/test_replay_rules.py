@@ -305,9 +305,40 @@ async def test_every_role_replays_on_its_own_live_model_window_and_name_unless_o
     assert models["planner"].window == ContextWindow(4096, 256)
     assert (await ask(models["planner"], request())).text == "live plan"
     offline = replay_models({"planner": planner}, Recording([]), live=False)
+    assert offline["planner"].profile_name == "planner-profile"  # without a live model too
+    assert offline["planner"].window == ContextWindow(4096, 256)
     try:
         await ask(offline["planner"], request())
     except ReplayMismatch as exc:
         assert "the recorded run made no more LLM calls" in str(exc)
     else:
         raise AssertionError("an offline replay went live")
+
+
+async def test_requests_match_whatever_the_order_of_their_keys_and_say_what_differs():
+    from agentlab.llm.replay import differences
+
+    schema = {"type": "function", "function": {"name": "f", "parameters": {"a": 1, "b": 2}}}
+    reordered = {"function": {"parameters": {"b": 2, "a": 1}, "name": "f"}, "type": "function"}
+    model = ReplayModel([recorded(1, request(tools=[schema]), "served")])
+    assert (await ask(model, request(tools=[reordered]))).text == "served"
+    longer = request()
+    longer["messages"] = [*longer["messages"], {"role": "assistant", "content": "more"}]
+    assert differences(longer, request()).detail == (
+        "the request has 2 messages, the recorded one 1")
+    roleless = {**request(), "messages": [{"content": "x"}]}
+    assert differences(roleless, request()).detail == (
+        "message 1 (?) differs from the recorded request")
+
+
+def test_a_recorded_reply_reads_back_with_its_tool_calls_and_usage_as_they_were():
+    from agentlab.llm.replay import result_from_dict
+
+    result = result_from_dict({"text": None, "tool_calls": [
+        {"id": "c1", "name": "f", "arguments": "not a dict", "raw_arguments": "{bad",
+         "error": "unreadable arguments"}, {"arguments": None}]})
+    first, second = result.tool_calls
+    assert (first.arguments, first.raw_arguments, first.error) == (
+        None, "{bad", "unreadable arguments")
+    assert (second.name, second.id, second.raw_arguments) == ("", "call_1", "{}")
+    assert (result.text, result.usage.prompt_tokens, result.usage.completion_tokens) == ("", 0, 0)
