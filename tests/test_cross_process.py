@@ -53,9 +53,9 @@ async def test_a_run_recorded_by_another_process_streams_to_this_ones_socket(
         sys.executable, "-m", "tests.other_process", str(run.pk), cwd=ROOT, env=env,
         stderr=asyncio.subprocess.PIPE)
     try:
-        frames = await frames_until(comm, is_type("final"), timeout=30)
+        frames = await frames_until(comm, is_type("final"), timeout=15)
     finally:
-        _, err = await asyncio.wait_for(other.communicate(), 60)
+        _, err = await asyncio.wait_for(other.communicate(), 20)
     assert other.returncode == 0, err.decode()[-2000:]
     assert new_seqs(frames) == [1, 2, 3]
     last = {f["seq"]: f for f in frames if f["type"] == "step"}
