@@ -342,3 +342,22 @@ def test_a_recorded_reply_reads_back_with_its_tool_calls_and_usage_as_they_were(
         None, "{bad", "unreadable arguments")
     assert (second.name, second.id, second.raw_arguments) == ("", "call_1", "{}")
     assert (result.text, result.usage.prompt_tokens, result.usage.completion_tokens) == ("", 0, 0)
+
+
+async def test_the_same_stop_and_tool_choice_are_served_and_a_fork_past_its_step_says_so():
+    from agentlab.llm.replay import Divergence, ReplayMismatch
+
+    for extra in ({"stop": ["Observation:"]}, {"tool_choice": "auto"}):
+        model = ReplayModel([recorded(1, request(**extra), "served")])
+        assert (await ask(model, request(**extra))).text == "served", extra
+    offline = ReplayModel([recorded(1, request(), "one")], fork_at=1)
+    assert (offline.profile_name, offline.window) == ("replay", None)
+    await ask(offline, request())
+    try:
+        await ask(offline, request(stop=["x"]))
+    except ReplayMismatch as exc:
+        assert str(exc) == "the recording has no reply for this request: past the fork"
+    else:
+        raise AssertionError("a fork past its step went on without a live model")
+    assert Divergence(4, ("stop", "tools"), "differs").to_dict() == {
+        "source_seq": 4, "fields": ["stop", "tools"], "detail": "differs"}
