@@ -310,7 +310,8 @@ async def test_every_role_replays_on_its_own_live_model_window_and_name_unless_o
     try:
         await ask(offline["planner"], request())
     except ReplayMismatch as exc:
-        assert "the recorded run made no more LLM calls" in str(exc)
+        assert str(exc) == ("the recording has no reply for this request: "
+                            "the recorded run made no more LLM calls")
     else:
         raise AssertionError("an offline replay went live")
 
@@ -361,3 +362,20 @@ async def test_the_same_stop_and_tool_choice_are_served_and_a_fork_past_its_step
         raise AssertionError("a fork past its step went on without a live model")
     assert Divergence(4, ("stop", "tools"), "differs").to_dict() == {
         "source_seq": 4, "fields": ["stop", "tools"], "detail": "differs"}
+
+
+async def test_a_replay_model_takes_its_name_and_window_from_its_live_model():
+    from agentlab.llm.types import ContextWindow
+
+    live = ScriptedModel([], profile_name="live-profile")
+    live.window = ContextWindow(2048, 128)
+    model = ReplayModel([recorded(1, request(), "served")], live)
+    assert (model.profile_name, model.window) == ("live-profile", ContextWindow(2048, 128))
+    heard: list[str] = []
+
+    async def on_token(piece: str) -> None:  # the page's callback is a coroutine
+        heard.append(piece)
+
+    await model.chat(request()["messages"], on_token=on_token)
+    assert heard == ["served"]
+    assert model.recording.claim(request(stop=["never asked"])) is None
