@@ -284,3 +284,28 @@ def test_queued_runs_nobody_picked_up_become_interrupted_after_the_grace(user):
     assert (forgotten.status, recent.status, claimed.status) == (
         "interrupted", "queued", "queued")
     assert "resume" in forgotten.error and forgotten.finished_at is not None
+
+
+@pytest.mark.django_db
+def test_the_status_row_and_the_last_resort_called_directly(user):
+    """What the writer thread runs for a status, and what marks a run failed when its end
+    cannot be written, called in the test's own thread (mutmut traces only this thread)."""
+    from traces.recorder import _mark_failed, _save_status
+
+    run = make_run(user)
+    _save_status(run.pk, "running", {})
+    _save_status(run.pk, "running", {})  # a second "running" (a resume) keeps the first start
+    run.refresh_from_db()
+    started = run.started_at
+    assert run.status == "running" and started and run.worker == worker_id()
+    assert run.finished_at is None
+    _save_status(run.pk, "paused", {"answer": None, "error": None})
+    run.refresh_from_db()
+    assert (run.status, run.final_answer, run.error, run.started_at) == ("paused", "", "",
+                                                                        started)
+    assert _mark_failed(run.pk, "succeeded", "disk full") == 1
+    run.refresh_from_db()
+    assert run.status == "failed" and run.finished_at is not None
+    assert run.error == ("Its end (succeeded) could not be recorded, so its answer and totals "
+                         "are not stored: disk full")
+    assert _mark_failed(run.pk, "succeeded", "again") == 0  # only a run still active
