@@ -105,16 +105,17 @@ install_requirements() {
   step "Installed in $((SECONDS - start)) s"
 }
 
-# Debian's chromium for the browser tests (Playwright drives it; it never downloads a browser).
+# Debian's chromium for the browser tests (Playwright drives it; it never downloads a browser),
+# and its redis-server for the cross-process live tests (a fixture starts one on a free port).
 ensure_chromium() {
-  if command -v chromium >/dev/null 2>&1; then
+  if command -v chromium >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1; then
     return 0
   fi
-  step "Installing Debian's chromium for the browser tests (once, ~1 minute)"
+  step "Installing Debian's chromium and redis-server for the tests (once, ~1 minute)"
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium redis-server >/dev/null
 }
 
 # Arize Phoenix for tests/test_phoenix.py, in its own virtualenv (requirements-phoenix.txt),

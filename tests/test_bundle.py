@@ -86,6 +86,27 @@ def test_export_never_carries_a_key_only_its_variable_name(run):
     assert "sk-leaked" not in text and "OPENAI_API_KEY" in text
 
 
+def test_an_imported_bundle_loses_its_secrets_however_it_was_made(run, user):
+    """A bundle written elsewhere (by hand, or by an older exporter) may carry keys: the import
+    strips every key named like a secret, at any depth, and keeps the variable names."""
+    data = export_bundle(run)
+    snap = data["run"]["agent_snapshot"]
+    snap["profiles"]["default"].update(api_key="sk-one", apiKey="sk-two", Password="pw-3",
+                                       client_secret="cs-4")
+    snap["agents"] = {"helper": {"profiles": {"default": {"API_KEY": "sk-five",
+                                                          "api_key_env": "HELPER_KEY"}}}}
+    snap["headers"] = [{"Authorization": "Bearer tok-6", "access_token": "tok-7",
+                        "region": "eu"}]
+    copy_ = import_bundle(data, user=user)
+    stored = json.dumps(Run.objects.get(pk=copy_.pk).agent_snapshot)
+    for secret in ("sk-one", "sk-two", "pw-3", "cs-4", "sk-five", "tok-6", "tok-7"):
+        assert secret not in stored, secret
+    kept = Run.objects.get(pk=copy_.pk).agent_snapshot
+    assert kept["profiles"]["default"]["api_key_env"] == "OPENAI_API_KEY"
+    assert kept["agents"]["helper"]["profiles"]["default"] == {"api_key_env": "HELPER_KEY"}
+    assert kept["headers"] == [{"region": "eu"}]
+
+
 def test_an_imported_running_run_becomes_interrupted(run, user):
     data = export_bundle(run)
     data["run"]["status"] = "running"
@@ -190,3 +211,39 @@ def test_import_run_refuses_a_bad_file_with_the_reason(run, user, tmp_path):
     assert Run.objects.count() == 1
     with pytest.raises(CommandError, match="there is no run 999"):
         call_command("export_run", "999")
+
+
+def test_each_refusal_says_what_was_expected_and_what_came(run):
+    """The wording a person fixing a bundle by hand reads (found by mutation testing)."""
+    for value, name in [([], "array"), (1.5, "number"), (None, "null"), (True, "boolean"),
+                        ("x", "string"), (3, "integer"), ({}, "object")]:
+        data = export_bundle(run)
+        data["run"]["input"] = value
+        if name != "string":
+            assert str(refusal(data)) == f"run.input: expected string, got {name}"
+    data = export_bundle(run)
+    data["steps"][0]["duration_ms"] = "slow"
+    assert str(refusal(data)) == "steps[0].duration_ms: expected number or null, got string"
+    data = export_bundle(run)
+    data["steps"][0]["seq"] = 0
+    assert str(refusal(data)) == "steps[0].seq: 0 is less than 1"
+    data["steps"][0]["seq"] = -2
+    assert str(refusal(data)) == "steps[0].seq: -2 is negative; it must be at least 1"
+    data = export_bundle(run)
+    data["steps"][1]["kind"] = "dance"
+    assert refusal(data).message.startswith("'dance' is not one of llm, thought, tool, ")
+    data = export_bundle(run)
+    data["steps"][0] |= {"colour": "red", "aroma": "mint"}
+    assert str(refusal(data)) == "steps[0]: unknown field(s): aroma, colour"
+    data = export_bundle(run)
+    del data["run"]
+    assert str(refusal(data)) == "run: missing"
+
+
+def test_the_earliest_bad_place_is_reported_counting_indexes_as_numbers(run):
+    data = export_bundle(run)
+    data["steps"] = [dict(data["steps"][3], seq=n + 1) for n in range(12)]
+    for i in (2, 10):
+        data["steps"][i]["kind"] = "dance"
+    data["steps"][10]["seq"] = "x"  # at the same depth, steps[2] comes first, not "10"
+    assert refusal(data).where == "steps[2].kind"

@@ -4,8 +4,6 @@ OpenAI-compatible server (tests/fake_openai.py)."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -16,6 +14,7 @@ from agentlab.chat.turns import history_of
 from agentlab.live import control as live
 from tests.fake_openai import Reply
 from tests.test_consumers import agent, headers  # noqa: F401 (agent: a fixture)
+from tests.waiting import await_until
 from traces.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -124,12 +123,11 @@ def test_history_skips_turns_without_an_answer(conversation, user, agent):  # no
 
 
 async def _finished(run_id: int) -> None:
-    for _ in range(300):
-        if live.get(run_id) is None and (await Run.objects.aget(pk=run_id)).status not in (
-                "queued", "running", "paused"):
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"run {run_id} did not finish")
+    async def finished() -> bool:
+        return live.get(run_id) is None and (await Run.objects.aget(pk=run_id)).status not in (
+            "queued", "running", "paused")
+
+    await await_until(finished, message=f"run {run_id} finishes")
 
 
 

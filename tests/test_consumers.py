@@ -19,6 +19,8 @@ from agentlab.models import Tool
 from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
 from tests.fake_openai import Reply
+from tests.waiting import await_until
+from traces import fanout
 from traces.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -206,8 +208,9 @@ async def test_approval_waits_for_whoever_opens_the_run_later(
     assert frames[-1]["detail"]["waiting_for"] == "approval"
     assert any(f["type"] == "approval" and f["tool"] == "calculator" for f in frames)
     await first.disconnect()
-    await asyncio.sleep(0.2)
+    await await_until(lambda: fanout.watchers(run.pk) == 0, message="the socket left")
     assert (await Run.objects.aget(pk=run.pk)).status == "paused"  # nobody decided: it waits
+    assert [s.name for s in live.get(run.pk).approvals()] == ["calculator"]
 
     later = await connect(run.pk, user)
     frames = await synced(later)
@@ -239,4 +242,36 @@ async def test_malformed_frames_get_an_error_and_the_socket_stays_open(queued, u
         assert frame["type"] == "error" and message in frame["error"], (raw, frame)
         assert frame["frame"].startswith(raw[:5])
     assert (await synced(comm))[-1]["type"] == "synced"
+    await comm.disconnect()
+
+
+async def test_events_published_while_a_sync_reads_come_right_after_it(user, monkeypatch):
+    """A reconnecting page syncs from the database while the run goes on: what is recorded
+    after its read (a step, a token) is held back and sent after `synced`, never dropped."""
+    from agentlab.live import consumers
+    from traces.recorder import Recorder
+    from traces.schema import Step as StepRecord
+
+    run = await Run.objects.acreate(user=user, input="q", agent_name="t", paradigm="react",
+                                    status="running")
+    recorder = Recorder(run.pk)
+    await recorder.step(StepRecord(seq=1, kind="llm", name="m", status="ok", text="first"))
+    read_from_database = consumers.steps_after
+
+    async def run_goes_on_while_it_reads(run_id: int, after: int, limit: int):
+        rows = await read_from_database(run_id, after, limit)
+        if after == 0:  # the read is done; these come too late for it
+            await recorder.step(StepRecord(seq=2, kind="tool", name="calculator",
+                                           status="ok", text="second"))
+            await recorder.token(3, "Th")
+        return rows
+
+    monkeypatch.setattr(consumers, "steps_after", run_goes_on_while_it_reads)
+    comm = await connect(run.pk, user)
+    backfill = await synced(comm)
+    assert [f["seq"] for f in backfill if f["type"] == "step"] == [1]
+    assert backfill[-1] == {"type": "synced", "last_seq": 1}
+    after = await frames_until(comm, is_type("token"), timeout=5)
+    assert [(f["type"], f["seq"]) for f in after] == [("step", 2), ("token", 3)]
+    assert "second" in after[0]["html"] and after[1]["delta"] == "Th"
     await comm.disconnect()

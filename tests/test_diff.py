@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from traces.diff import diff_steps, diff_text, normalise_args
 from traces.schema import Step
 
@@ -145,28 +143,25 @@ def test_huge_texts_are_diffed_by_lines():
     assert chunks[1:3] == [("delete", "line 2500\n"), ("insert", "line 2500 edited\n")]
 
 
-def test_a_thousand_steps_diff_in_well_under_200_ms():
+def test_a_thousand_steps_align_around_a_change_and_a_deletion():
+    """Correctness only: how fast is `manage.py bench_traces` (diff 1k/10k)."""
     a = [tool(f"t{i % 5}", {"i": i}, f"observation {i} " * 20) if i % 2 else llm(f"think {i}")
          for i in range(1000)]
     b = list(a)
     b[500] = tool("t0", {"i": -1}, "other")
     del b[700]
-    started = time.perf_counter()
     diff = diff_steps(a, b)
-    assert time.perf_counter() - started < 0.2
     assert diff.first_divergence == 500
 
 
-def test_ten_thousand_steps_with_repeating_keys_align_exactly_and_quickly():
+def test_ten_thousand_steps_with_repeating_keys_align_exactly():
     # No key is unique here, the hard case for the alignment: it must still find the one
     # deletion and the one insertion, not a wall of changed rows.
     a = [tool("t", {"i": i % 3}) if i % 2 else llm("same") for i in range(10_000)]
     b = list(a)
     del b[3001]
     b.insert(7000, Step(kind="thought", text="extra"))
-    started = time.perf_counter()
     diff = diff_steps(a, b)
-    assert time.perf_counter() - started < 3
     assert sorted(ops(diff)).count("equal") == 9999
     assert [r.op for r in diff.rows if r.op != "equal"] == ["deleted", "inserted"]
     assert diff.first_divergence == 3001

@@ -19,6 +19,7 @@ from agentlab.evals.models import Case, Experiment, Result, Suite
 from agentlab.evals.summary import matrix
 from agentlab.models import Agent, ModelProfile
 from tests.fake_openai import Delay, Reply
+from tests.waiting import await_until
 from traces.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -243,10 +244,8 @@ async def test_cancelling_a_running_experiment_stops_the_rest(async_client, user
     await async_client.post("/evals/", {"suite": suite.pk, "agents": [a.pk for a in agents],
                                         "concurrency": "1"})
     e = await Experiment.objects.aget()
-    for _ in range(100):  # until the first pair is done
-        if await e.results.filter(status="done").aexists():
-            break
-        await asyncio.sleep(0.05)
+    await await_until(lambda: e.results.filter(status="done").aexists(),
+                      message="the first pair is done")
     resp = await async_client.post(f"/evals/experiments/{e.pk}/cancel/")
     assert resp.status_code == 302
     await asyncio.wait_for(engine.TASKS.get(e.pk) or asyncio.sleep(0), 20)

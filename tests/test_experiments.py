@@ -115,12 +115,10 @@ async def test_seconds_per_run_caps_each_runs_timeout_but_never_raises_it(fake_l
     suite = await sync_to_async(make_suite)(("slow?", "4", "exact"), ("2 + 2?", "4", "exact"))
     experiment = await sync_to_async(engine.create_experiment)(user, suite, agents,
                                                                concurrency=1, run_timeout_s=1)
-    started = time.monotonic()
     done = await engine.run_experiment(experiment.pk)
     got = await sync_to_async(results)(done)
 
-    assert time.monotonic() - started < 3  # the slow run was cut at 1 s, not the agent's limit
-    slow = got[("slow?", "Agent 0")]
+    slow = got[("slow?", "Agent 0")]  # cut at 1 s, not at the agent's limit (nor answered)
     assert slow.status == "error" and "timed out after 1 s" in slow.error
     assert slow.run.status == "timed_out" and slow.run.agent_snapshot["limits"][
         "total_timeout_s"] == 1

@@ -20,6 +20,7 @@ from agentlab.runtime.sinks import TeeSink
 from agentlab.tools.decorator import tool
 from agentlab.tools.executor import ToolPolicy
 from tests.scripted_model import ScriptedModel, call, make_context, reply
+from tests.waiting import await_until, turns
 
 
 @tool
@@ -61,12 +62,16 @@ def start(script=SCRIPT, *, settings=None, approval=False, reflector="none"):
     return control, task, sink, model, published
 
 
-async def paused(control: RunControl, task: asyncio.Task, count: int = 1) -> None:
-    for _ in range(200):
-        if len(control.pauses) >= count or task.done():
-            break
-        await asyncio.sleep(0.01)
-    assert control.pauses, "the run did not pause"
+async def paused(control: RunControl, task: asyncio.Task, *, not_at: int | None = None,
+                 or_end: bool = False) -> None:
+    """Until the run waits at a checkpoint other than `not_at` (the one it was just told to
+    leave, which it drops only once it runs again) — or, with `or_end`, has ended."""
+    def pauses_elsewhere() -> bool:
+        return any(seq != not_at for seq in control.pauses)
+
+    await await_until(lambda: task.done() or pauses_elsewhere(), message="the run pauses")
+    if not (or_end and task.done()):
+        assert pauses_elsewhere(), "the run did not pause"
 
 
 async def test_without_settings_nothing_pauses():
@@ -77,16 +82,16 @@ async def test_without_settings_nothing_pauses():
 
 async def test_step_mode_pauses_before_each_llm_and_tool_call():
     control, task, sink, _, published = start(settings=DebugSettings(step_mode=True))
-    kinds = []
-    while not task.done():
-        await paused(control, task)
+    kinds, seq = [], None
+    while True:
+        await paused(control, task, not_at=seq, or_end=True)
         if task.done():
             break
+        seq = min(control.pauses)
         pending = control.detail()["pending"]
         kinds.append(pending["kind"])
         assert control.detail()["reason"].startswith("step mode: before the")
         await control.act({"action": "resume"})
-        await asyncio.sleep(0.01)
     assert kinds == ["llm", "tool", "llm"]
     assert (await task).status == "succeeded"
     assert [s for s, _ in published.statuses] == ["paused", "running"] * 3
@@ -127,9 +132,9 @@ async def test_step_goes_to_the_next_checkpoint_and_pause_stops_at_one():
     control, task, _, _, _ = start(settings=DebugSettings(step_mode=True))
     await paused(control, task)
     control.settings = DebugSettings()  # step mode off: only "step" pauses again
+    (first,) = control.pauses
     await control.act({"action": "step"})
-    await asyncio.sleep(0.05)
-    await paused(control, task)
+    await paused(control, task, not_at=first)
     assert control.detail()["pending"]["kind"] == "tool"
     assert control.detail()["reason"].startswith("stepped")
     await control.act({"action": "resume"})
@@ -165,7 +170,7 @@ async def test_approval_waits_then_runs_with_edited_arguments():
     assert published.approvals[0].name == "population"
     status, detail = published.statuses[-1]
     assert status == "paused" and detail["waiting_for"] == "approval"
-    await asyncio.sleep(0.1)  # nobody decides: it keeps waiting
+    await turns()  # everything the run can do without a person: it keeps waiting
     assert not task.done() and control.approvals()[0].seq == seq
     with pytest.raises(ControlError, match="not paused"):
         await control.act({"action": "resume"})
@@ -194,11 +199,15 @@ async def test_cancel_while_paused_ends_the_run_cancelled():
 
 
 async def test_a_step_cancelled_at_its_checkpoint_does_not_stay_running():
-    control, task, sink, _, _ = start(settings=DebugSettings(step_mode=True))
+    control, task, sink, _, published = start(settings=DebugSettings(step_mode=True))
     await paused(control, task)
+    (seq,) = control.pauses
     await control.act({"action": "cancel"})
-    await task
+    outcome = await task
+    assert outcome.status == "cancelled" and sink.statuses[-1][0] == "cancelled"
     assert all(s.status != "running" for s in sink.steps)
+    cut = next(s for s in sink.steps if s.seq == seq)  # the llm call it was about to make
+    assert cut.status == "error" and sink.kinds()[-1] == "final"
 
 
 @pytest.mark.parametrize(("frame", "message"), [

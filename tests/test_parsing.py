@@ -384,8 +384,17 @@ def test_react_errors_say_what_and_restate_format(reply: str, reason: str) -> No
         assert line in message  # the expected format is restated for the model
 
 
-def test_parse_error_is_a_value_error() -> None:
-    assert issubclass(ParseError, ValueError)
+@pytest.mark.parametrize(("parse", "hint"), [
+    (parse_react, "Action:"), (parse_rewoo_plan, "#E1 = Tool[input]"),
+    (parse_score, "Score: 5"), (parse_self_ask, "Follow up:"),
+])
+def test_a_reply_in_no_known_format_is_a_parse_error_that_tells_the_model_the_format(
+        parse, hint) -> None:
+    """What the paradigms rely on: one exception to catch (never a crash or a made-up result),
+    whose message is sent back to the model as the format it should have used."""
+    with pytest.raises(ParseError) as info:
+        parse("lorem ipsum dolor")
+    assert hint in str(info.value)
 
 
 # ------------------------------------------------------------------------- parse_rewoo_plan

@@ -16,6 +16,7 @@ from agentlab.runtime.loop import execute
 from agentlab.tools.decorator import tool
 from agentlab.tools.executor import ToolPolicy
 from tests.scripted_model import ScriptedModel, call, make_context, reply
+from tests.waiting import await_until
 
 
 @tool
@@ -211,8 +212,7 @@ async def test_cancel_while_a_tool_sleeps() -> None:
     model = ScriptedModel([act("function_calling", "nap", {"seconds": 5})])
     ctx, sink = make_context(model, TOOLS, params=validate_params("react", {}))
     task = asyncio.create_task(execute(ReAct(), ctx, "q"))
-    while not sink.of_kind("tool"):
-        await asyncio.sleep(0.01)
+    await await_until(lambda: sink.of_kind("tool"), message="the tool call is under way")
     ctx.cancel()
     outcome = await asyncio.wait_for(task, 2)
     assert outcome.status == "cancelled"

@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import threading
+from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError
+from django.utils import timezone
 
+from tests.waiting import turns
 from traces import fanout
 from traces.models import Run, Step
 from traces.recorder import Recorder, mark_interrupted
@@ -114,9 +118,13 @@ async def test_status_updates_carry_answer_error_and_totals(user):
               "cost_usd": 0.5, "wall_ms": 1234.0, "format_errors": 1, "reflections": 0}
     await recorder.status("succeeded", {"answer": "4", "error": None, "totals": totals})
     await run.arefresh_from_db()
-    assert (run.status, run.final_answer, run.llm_calls, run.format_errors) == (
-        "succeeded", "4", 3, 1)
+    assert (run.status, run.final_answer, run.error) == ("succeeded", "4", "")
+    assert {key: getattr(run, key) for key in totals} == totals  # every total, as handed over
     assert run.finished_at is not None
+    await recorder.status("failed", {"error": "it broke", "totals": {**totals, "reflections": 2}})
+    await run.arefresh_from_db()
+    assert (run.status, run.error, run.reflections, run.final_answer) == (
+        "failed", "it broke", 2, "4")  # what the detail does not name stays as it was
 
 
 @pytest.mark.django_db
@@ -227,3 +235,77 @@ async def test_a_run_that_goes_on_before_its_row_is_written_hears_of_a_failure_b
     with pytest.raises(IntegrityError):
         await recorder.durable()
     await recorder.durable()  # told once
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_run_going_on_ahead_of_its_rows_waits_once_max_ahead_are_unwritten(user):
+    """With `ahead`, a run may hand over seven finished rows without waiting; the eighth
+    waits until they are written, so a crash loses at most eight (ARCHITECTURE.md)."""
+    from traces.writer import WRITER
+
+    MAX_AHEAD = 8  # noqa: N806 (the documented figure, not the module's constant)
+
+    run = await sync_to_async(make_run)(user)
+    recorder = Recorder(run.pk, ahead=lambda: True)
+    gate = threading.Event()
+    held = WRITER.call(gate.wait, 30)  # the writer thread is busy until the gate opens
+    try:
+        for seq in range(1, MAX_AHEAD):  # each returns although its row cannot be written yet
+            await asyncio.wait_for(recorder.step(StepRecord(seq=seq, kind="tool",
+                                                            name="calculator", status="ok")), 5)
+        last = asyncio.create_task(recorder.step(StepRecord(seq=MAX_AHEAD, kind="tool",
+                                                            name="calculator", status="ok")))
+        await turns()  # nothing it waits for can happen meanwhile: the writer is held
+        assert not last.done(), f"step {MAX_AHEAD} went on with {MAX_AHEAD} rows unwritten"
+        assert await Step.objects.filter(run=run).acount() == 0
+    finally:
+        gate.set()
+    await asyncio.wait_for(last, 10)
+    await held
+    # Once it has waited, every row it handed over is in the database.
+    assert await Step.objects.filter(run=run).acount() == MAX_AHEAD
+
+
+@pytest.mark.django_db
+def test_queued_runs_nobody_picked_up_become_interrupted_after_the_grace(user):
+    from traces.startup import QUEUED_GRACE_S
+
+    def queued(age_s: float, **fields) -> Run:
+        run = make_run(user, status="queued", **fields)
+        Run.objects.filter(pk=run.pk).update(created=timezone.now() - timedelta(seconds=age_s))
+        return run
+
+    forgotten = queued(QUEUED_GRACE_S + 60)
+    recent = queued(QUEUED_GRACE_S - 60)  # its page may still open and start it
+    claimed = queued(QUEUED_GRACE_S + 60, worker=worker_id())  # this live process holds it
+    assert mark_interrupted() == 1
+    for run in (forgotten, recent, claimed):
+        run.refresh_from_db()
+    assert (forgotten.status, recent.status, claimed.status) == (
+        "interrupted", "queued", "queued")
+    assert "resume" in forgotten.error and forgotten.finished_at is not None
+
+
+@pytest.mark.django_db
+def test_the_status_row_and_the_last_resort_called_directly(user):
+    """What the writer thread runs for a status, and what marks a run failed when its end
+    cannot be written, called in the test's own thread (mutmut traces only this thread)."""
+    from traces.recorder import _mark_failed, _save_status
+
+    run = make_run(user)
+    _save_status(run.pk, "running", {})
+    _save_status(run.pk, "running", {})  # a second "running" (a resume) keeps the first start
+    run.refresh_from_db()
+    started = run.started_at
+    assert run.status == "running" and started and run.worker == worker_id()
+    assert run.finished_at is None
+    _save_status(run.pk, "paused", {"answer": None, "error": None})
+    run.refresh_from_db()
+    assert (run.status, run.final_answer, run.error, run.started_at) == ("paused", "", "",
+                                                                        started)
+    assert _mark_failed(run.pk, "succeeded", "disk full") == 1
+    run.refresh_from_db()
+    assert run.status == "failed" and run.finished_at is not None
+    assert run.error == ("Its end (succeeded) could not be recorded, so its answer and totals "
+                         "are not stored: disk full")
+    assert _mark_failed(run.pk, "succeeded", "again") == 0  # only a run still active

@@ -16,6 +16,7 @@ from agentlab.runtime.sinks import MemorySink
 from agentlab.tools.decorator import tool
 from agentlab.tools.executor import ToolPolicy
 from tests.scripted_model import ScriptedModel, make_context, reply
+from tests.waiting import await_until
 from traces.schema import Step
 
 
@@ -305,7 +306,7 @@ async def napping_run() -> tuple[Any, Any, asyncio.Task]:
 
     ctx, sink = make_context(ScriptedModel([]), [nap])
     run = asyncio.create_task(execute(Scripted(body), ctx, "q"))
-    await asyncio.sleep(0.1)
+    await await_until(lambda: sink.of_kind("tool"), message="the tool call is under way")
     return ctx, sink, run
 
 

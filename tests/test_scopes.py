@@ -65,9 +65,9 @@ async def test_concurrent_scopes_do_not_leak_into_each_other():
 
     async def member(name: str) -> None:
         with ctx.scope(role=name):
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0)  # a turn of the loop: the other member runs in between
             await ctx.emit(Step(kind="thought", text=name))
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0)
             await ctx.tool("shout", {"text": name})
 
     await asyncio.gather(member("alpha"), member("beta"))

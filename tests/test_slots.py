@@ -1,12 +1,17 @@
-"""Compute slots (agentlab/paradigms/slots.py): a few runs compute at once, waits give the
-slot back, and nothing can hold one long enough to stop the others."""
+"""Compute slots (agentlab/runtime/slots.py): a few runs compute at once, waits give the
+slot back, and nothing can hold one long enough to stop the others. No clock: whether a run
+got a slot or went on without one is what `holds_a_slot()` says inside it."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 
 from agentlab.runtime import slots
+
+
+def holds_a_slot() -> bool:
+    slot = slots._CURRENT.get()
+    return slot is not None and slot.held
 
 
 async def test_no_more_runs_compute_at_once_than_there_are_slots():
@@ -31,50 +36,63 @@ async def test_a_run_waiting_for_a_person_lets_the_others_compute():
     answered = asyncio.Event()
     finished = []
 
-    async def paused() -> None:
+    async def paused_() -> None:
         async with slots.computing(1):
             async with slots.waiting():  # a checkpoint or an approval
+                waiting.set()
                 await answered.wait()
             finished.append("paused")
 
-    async def other() -> None:
+    async def other_() -> None:
         async with slots.computing(1):
+            got.append(holds_a_slot())  # the slot itself, not a way round it
             finished.append("other")
 
-    first = asyncio.create_task(paused())
-    await asyncio.sleep(0.01)
-    await asyncio.wait_for(other(), 0.05)  # well within the patience of a slot
+    waiting, got = asyncio.Event(), []
+    first = asyncio.create_task(paused_())
+    await waiting.wait()
+    await asyncio.wait_for(other_(), 10)
     answered.set()
     await first
-    assert finished == ["other", "paused"]
+    assert finished == ["other", "paused"] and got == [True]
 
 
 async def test_a_run_holding_its_slot_while_it_sleeps_delays_the_others_only_a_little():
+    holding, release = asyncio.Event(), asyncio.Event()
+
     async def hog() -> None:
         async with slots.computing(1):
-            await asyncio.sleep(1)  # a wait the module does not know of
+            holding.set()
+            await release.wait()  # a wait the module does not know of
 
     task = asyncio.create_task(hog())
-    await asyncio.sleep(0.01)
-    started = time.monotonic()
-    async with slots.computing(1):
-        waited = time.monotonic() - started
-    assert waited < 0.5 and not task.done()
-    task.cancel()
+    await holding.wait()
+
+    async def other() -> bool:
+        async with slots.computing(1):
+            return holds_a_slot()
+
+    # It goes on without a slot (after PATIENCE_S) while the hog still holds the only one.
+    assert await asyncio.wait_for(other(), 10) is False
+    assert not task.done()
+    release.set()
+    await task
 
 
 async def test_a_cancelled_run_gives_its_slot_back():
+    computing = asyncio.Event()
+
     async def cancelled() -> None:
-        async with slots.computing(1), slots.waiting():
-            await asyncio.sleep(10)
+        async with slots.computing(1):
+            computing.set()
+            await asyncio.Event().wait()  # cancelled while it holds the slot
 
     task = asyncio.create_task(cancelled())
-    await asyncio.sleep(0.01)
+    await computing.wait()
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    started = time.monotonic()
     async with slots.computing(1):
-        assert time.monotonic() - started < slots.PATIENCE_S / 2  # free at once
+        assert holds_a_slot()  # the slot itself: it was given back, not waited out
 
 
 async def test_a_slot_is_free_only_while_no_run_waits_for_one():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import threading
-import time
 from typing import Annotated, Literal
 
 import pytest
@@ -46,17 +45,46 @@ async def _lookup(word: str) -> str:
     return f"{word}: a word"
 
 
+class Gate:
+    """Holds the busy tools below until the test lets them go (or far longer than any timeout
+    here): a test then knows an answer came while they were still busy, without a clock. Each
+    test opens its own, so a tool released late by an earlier test reports to that one."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.finished: list[str] = []
+
+
+GATE = Gate()
+
+
+@pytest.fixture
+def gate():
+    global GATE
+    GATE = Gate()
+    yield GATE
+    GATE.release.set()
+
+
 @tool
 def slow(seconds: float) -> str:
-    """Sleep, then answer."""
-    time.sleep(seconds)
+    """Busy until released (at most `seconds`), then answer."""
+    gate = GATE
+    gate.release.wait(seconds)
+    gate.finished.append("slow")
     return "done"
 
 
 @tool
 async def slow_async(seconds: float) -> str:
-    """Sleep (async), then answer."""
-    await asyncio.sleep(seconds)
+    """Busy (async) until cancelled, at most `seconds`."""
+    gate = GATE
+    try:
+        await asyncio.wait_for(asyncio.Event().wait(), seconds)
+    except asyncio.CancelledError:
+        gate.finished.append("slow_async cancelled")
+        raise
+    gate.finished.append("slow_async")
     return "done"
 
 
@@ -143,21 +171,22 @@ def test_an_exception_is_an_observation_with_type_and_message():
 
 
 @pytest.mark.parametrize("name", ["slow", "slow_async"])
-def test_sync_and_async_tools_time_out(name):
+def test_sync_and_async_tools_time_out(name, gate):
     executor = ToolExecutor({t.name: t for t in (slow, slow_async)},
                             {name: ToolPolicy(timeout_s=0.2)})
-    started = time.perf_counter()
-    result = run(executor, name, {"seconds": 2})
-    assert time.perf_counter() - started < 1.5
+    result = run(executor, name, {"seconds": 30})
     assert result.error_type == "timeout"
     assert result.observation == f"Error: tool {name} timed out after 0.2 s"
+    # The answer came while the tool was still busy: a sync one goes on in its thread (it
+    # cannot be killed), an async one was cancelled.
+    assert gate.finished == ([] if name == "slow" else ["slow_async cancelled"])
     # The run's own tool timeout caps the policy's.
     capped = asyncio.run(ToolExecutor({name: executor.tools[name]}).run(
-        name, {"seconds": 2}, timeout_s=0.1))
+        name, {"seconds": 30}, timeout_s=0.1))
     assert capped.error == f"tool {name} timed out after 0.1 s"
 
 
-def test_sync_tools_reuse_their_threads_and_a_hung_one_holds_up_no_other():
+def test_sync_tools_reuse_their_threads_and_a_hung_one_holds_up_no_other(gate):
     threads = []  # the thread objects themselves (kept alive, so never mistaken for another)
 
     @tool
@@ -173,18 +202,18 @@ def test_sync_tools_reuse_their_threads_and_a_hung_one_holds_up_no_other():
         for _ in range(20):
             assert (await executor.run("where", {})).error is None
         # A tool still busy after its timeout keeps its thread; the next call gets another.
-        hung = await executor.run("slow", {"seconds": 1.5})
-        started = time.perf_counter()
+        hung = await executor.run("slow", {"seconds": 30})
         after = await executor.run("where", {})
-        return hung, after, time.perf_counter() - started
+        return hung, after, list(gate.finished)
 
-    hung, after, took = asyncio.run(calls())
+    hung, after, finished_by_then = asyncio.run(calls())
     # Twenty calls in a row ran on the threads already idle (earlier tests may have left a few),
     # not on a new thread each.
     assert len(set(threads[:20])) <= 5
     assert all(t.daemon for t in threads)  # a hung tool never holds up the process's exit
     assert hung.error_type == "timeout"
-    assert after.error is None and took < 1.0
+    # The next call was answered while the hung one still held its thread.
+    assert after.error is None and finished_by_then == []
 
 
 def test_long_observations_are_cut_for_the_llm_but_kept_whole():
@@ -214,3 +243,66 @@ def test_describe_lists_arguments_for_text_prompts():
     line = EX.describe().splitlines()[0]
     assert line.startswith("forecast(city: string, days: integer?")
     assert line.endswith("Forecast for a city.")
+
+
+def test_truncation_at_its_edges():
+    """A limit of 0 means no cut; a text exactly at the limit is whole; one more is cut."""
+    assert truncate("abc", 0) == ("abc", False)
+    assert truncate("abc", 3) == ("abc", False)
+    assert truncate("abcd", 3) == ("abc\n[truncated: 4 characters, first 3 shown]", True)
+    assert truncate("ab", 1) == ("a\n[truncated: 2 characters, first 1 shown]", True)
+
+
+def test_describe_names_untyped_and_optional_parameters_and_bare_tools():
+    from agentlab.tools.decorator import ToolSpec
+
+    def fn(**_kwargs):
+        return "x"
+
+    untyped = ToolSpec(name="probe", description="Probe it.", fn=fn, is_async=False,
+                       parameters={"type": "object", "properties": {"what": {}},
+                                   "required": ["what"]})
+    bare = ToolSpec(name="ping", description="Ping.", fn=fn, is_async=False,
+                    parameters={"type": "object"})
+    assert ToolExecutor({"probe": untyped, "ping": bare}).describe().splitlines() == [
+        "probe(what: any): Probe it.", "ping(): Ping."]
+
+
+def test_every_outcome_says_which_call_it_was_and_how_long_it_took(gate):
+    """The trace shows a tool step from its ToolResult: the tool, the arguments as they were
+    used (coerced), ok or the kind of failure, and a duration within the call's own time."""
+    import time as clock
+
+    @tool
+    def pause(ms: int) -> str:
+        """Take at least `ms` milliseconds (the subject of the test, not a wait)."""
+        clock.sleep(ms / 1000)
+        return "done"
+
+    executor = ToolExecutor({t.name: t for t in (forecast, broken, slow, pause)},
+                            {"slow": ToolPolicy(timeout_s=0.1)})
+    cases = [
+        ("pause", {"ms": "30"}, True, None, {"ms": 30}),
+        ("forecast", {"city": "Paris", "days": "x"}, False, "validation",
+         {"city": "Paris", "days": "x"}),
+        ("broken", {"x": "3"}, False, "exception", {"x": 3}),
+        ("slow", {"seconds": "30"}, False, "timeout", {"seconds": 30.0}),
+    ]
+    for name, arguments, ok, kind, used in cases:
+        before = clock.perf_counter()
+        result = run(executor, name, arguments)
+        spent_ms = (clock.perf_counter() - before) * 1000
+        assert (result.tool, result.arguments, result.ok, result.error_type) == (
+            name, used, ok, kind), name
+        assert 0 <= result.duration_ms <= spent_ms, name
+    assert run(executor, "pause", {"ms": 30}).duration_ms >= 30  # it did take that long
+    refused = run(ToolExecutor({}), "nothing", {"a": 1})
+    assert (refused.tool, refused.arguments, refused.ok) == ("nothing", {"a": 1}, False)
+    assert refused.error == "unknown tool 'nothing'. Available tools: none"
+    disabled = run(ToolExecutor({"forecast": forecast}, {"forecast": ToolPolicy(enabled=False)}),
+                   "forecast", {"city": "Paris"})
+    assert disabled.error == "the tool 'forecast' is disabled by the administrator"
+
+
+def test_enum_arguments_reach_the_tool_as_members():
+    assert '"unit": "Unit.F"' in run(EX, "forecast", {"city": "Paris", "unit": "fahrenheit"}).output

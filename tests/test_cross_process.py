@@ -1,0 +1,107 @@
+"""The live path between processes, over a real Redis (channels-redis) and a second process
+(tests/other_process.py): a run recorded in one process reaches a socket of another through
+the run's group; a process's own events reach its sockets once (directly, never again through
+the layer); a socket joins the run's group when admitted and leaves it when it closes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from tests.other_process import TOKENS
+from tests.test_consumers import connect, frames_until, is_type, new_seqs, synced
+from tests.waiting import await_until
+from traces import fanout
+from traces.models import Run, Step
+from traces.recorder import Recorder
+from traces.schema import Step as StepRecord
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def a_run(user, **fields) -> Run:
+    return await Run.objects.acreate(user=user, input="What is 6*7?", agent_name="t",
+                                     paradigm="react", **fields)
+
+
+async def group_size(layer, run_id: int) -> int:
+    """How many channels the run's group holds in Redis now."""
+    group = fanout.group_name(run_id)
+    return await layer.connection(layer.consistent_hash(group)).zcard(layer._group_key(group))
+
+
+async def in_group(layer, run_id: int, count: int) -> bool:
+    return await group_size(layer, run_id) == count
+
+
+async def test_a_run_recorded_by_another_process_streams_to_this_ones_socket(
+        user, redis_layer, redis_url):
+    run = await a_run(user, status="queued")
+    comm = await connect(run.pk, user)
+    await synced(comm)  # nothing recorded yet: all that follows comes through Redis
+    env = {**os.environ, "REDIS_URL": redis_url,
+           "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+           "PYTHONPATH": str(ROOT)}
+    other = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.other_process", str(run.pk), cwd=ROOT, env=env,
+        stderr=asyncio.subprocess.PIPE)
+    try:
+        frames = await frames_until(comm, is_type("final"), timeout=15)
+    finally:
+        _, err = await asyncio.wait_for(other.communicate(), 20)
+    assert other.returncode == 0, err.decode()[-2000:]
+    assert new_seqs(frames) == [1, 2, 3]
+    last = {f["seq"]: f for f in frames if f["type"] == "step"}
+    assert all(f["status"] == "ok" for f in last.values()) and "42" in last[2]["html"]
+    assert "".join(f["delta"] for f in frames if f["type"] == "token") == "".join(TOKENS)
+    assert [f["status"] for f in frames if f["type"] == "status"] == ["running", "succeeded"]
+    assert (frames[-1]["status"], frames[-1]["answer"]) == ("succeeded", "42")
+    # The other process wrote the rows this one's page would read on a reload.
+    assert await Step.objects.filter(run=run).acount() == 3
+    await comm.disconnect()
+
+
+async def test_this_processs_own_events_reach_its_socket_once(user, redis_layer):
+    run = await a_run(user, status="running")
+    comm = await connect(run.pk, user)
+    await synced(comm)
+    recorder = Recorder(run.pk)
+    await recorder.step(StepRecord(seq=1, kind="tool", name="calculator", status="ok",
+                                   text="42"))
+    await recorder.token(2, "It")
+    await await_until(lambda: not fanout._REMOTE, message="sent out to Redis")
+    # Then an event of another process (as it would arrive: another origin). Every copy of
+    # ours that came back through the group is ahead of it in this socket's channel.
+    await redis_layer.group_send(fanout.group_name(run.pk), {
+        "type": "run.token", "seq": 2, "delta": " is", "origin": "elsewhere:1/0@boot.place"})
+    frames = await frames_until(comm, is_type("token", delta=" is"), timeout=10)
+    assert [(f["type"], f["seq"]) for f in frames] == [("step", 1), ("token", 2), ("token", 2)]
+    assert [f["delta"] for f in frames[1:]] == ["It", " is"]
+    await comm.disconnect()
+
+
+async def test_a_socket_is_in_its_runs_group_from_admission_until_it_closes(
+        user, other_user, redis_layer):
+    run = await a_run(user, status="running")
+    assert await group_size(redis_layer, run.pk) == 0
+    refused = await connect(run.pk, other_user)  # not theirs: joins nothing
+    assert (await refused.receive_json_from())["type"] == "error"
+    assert await group_size(redis_layer, run.pk) == 0
+    first = await connect(run.pk, user)
+    second = await connect(run.pk, user)
+    # Joining and leaving finish after the accept and the close: wait for them.
+    await await_until(lambda: in_group(redis_layer, run.pk, 2), message="both joined")
+    assert fanout.watchers(run.pk) == 2
+    await first.disconnect()
+    await await_until(lambda: in_group(redis_layer, run.pk, 1), message="the first left")
+    assert fanout.watchers(run.pk) == 1
+    await second.disconnect()
+    await await_until(lambda: in_group(redis_layer, run.pk, 0), message="the second left")
+    assert fanout.watchers(run.pk) == 0
