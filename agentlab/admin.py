@@ -139,9 +139,9 @@ class McpServerAdmin(admin.ModelAdmin):
                 self.message_user(request, f"{server.name}: {describe_failure(exc)}",
                                   messages.ERROR)
                 continue
-            self.message_user(
-                request, f"{server.name}: {len(created)} new tool(s) "
-                f"{', '.join(created) or ''}, {len(updated)} updated", messages.SUCCESS)
+            listed = f": {', '.join(created)}" if created else ""
+            self.message_user(request, f"{server.name}: {len(created)} new tool(s){listed}; "
+                              f"{len(updated)} updated", messages.SUCCESS)
 
 
 class RoleProfileInline(admin.TabularInline):
