@@ -159,8 +159,19 @@ def test_an_http_server_that_is_down_is_an_error_within_the_timeout():
     started = time.monotonic()
     result = asyncio.run(executor.run("mcp__labhttp__add", {}))
     assert time.monotonic() - started < 8
-    assert not result.ok and result.error_type in {"exception", "timeout"}
-    assert "labhttp" in result.observation
+    assert not result.ok and result.error_type == "exception"
+    assert "MCP server 'labhttp' failed: ConnectError" in result.observation
+
+
+def test_a_hanging_http_server_is_a_timeout_error(http_server, monkeypatch):
+    monkeypatch.setenv("LAB_MCP_TOKEN", "s3cret")
+    schema = {"type": "object", "properties": {"seconds": {"type": "number"}}}
+    executor = ToolExecutor(spec_of(http_config(http_server), "sleep", schema),
+                            {"mcp__labhttp__sleep": ToolPolicy(timeout_s=1)})
+    started = time.monotonic()
+    result = asyncio.run(executor.run("mcp__labhttp__sleep", {"seconds": 3}))
+    assert time.monotonic() - started < 3
+    assert result.error_type == "timeout" and "timed out after 1 s" in result.observation
 
 
 def test_the_published_time_server_over_stdio():
