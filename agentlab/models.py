@@ -141,8 +141,10 @@ class McpServer(models.Model):
         validators=[env_var_name, mcp_env_variable],
         help_text="http: NAME of the environment variable that holds the header's value.")
     enabled = models.BooleanField(default=True)
-    timeout_s = models.FloatField("timeout (s)", default=30, validators=[MinValueValidator(0.1)],
-                                  help_text="For connecting and listing; each tool has its own.")
+    timeout_s = models.FloatField(
+        "timeout (s)", default=30, validators=[MinValueValidator(0.1)],
+        help_text="For listing the tools, and the longest one call may take (each tool has its "
+        "own timeout too; the shorter one applies).")
     refreshed = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:

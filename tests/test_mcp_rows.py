@@ -48,6 +48,18 @@ def test_refresh_creates_rows_with_schemas_and_approval_for_side_effects(server)
     assert running("marker-rows") == []
 
 
+def test_a_server_that_never_answers_fails_the_refresh_within_its_timeout():
+    import time
+
+    stuck = McpServer.objects.create(name="stuck", command="sleep", args=["97.5"],
+                                     timeout_s=1)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        refresh_mcp(stuck)
+    assert time.monotonic() - started < 5
+    assert running("97.5") == [] and not stuck.tools.exists()
+
+
 def test_the_server_environment_names_and_header_variable_are_checked():
     for bad in (["SECRET_KEY"], ["DATABASE_URL"], ["sk-abc"], "PATH"):
         with pytest.raises(ValidationError):

@@ -12,6 +12,7 @@ rows); only environment variable NAMES are configured, their values are read her
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import sys
@@ -121,9 +122,10 @@ async def _transport(config: McpServerConfig) -> AsyncIterator[Any]:
 
 
 async def list_tools(config: McpServerConfig) -> list[McpToolInfo]:
-    """Every tool the server lists (all pages), with its input schema and read-only hint."""
+    """Every tool the server lists (all pages), with its input schema and read-only hint;
+    TimeoutError after the server's timeout (an admin page never hangs on a stuck server)."""
     found: list[McpToolInfo] = []
-    async with session(config) as client:
+    async with asyncio.timeout(config.timeout_s), session(config) as client:
         cursor = None
         while True:
             from mcp.types import PaginatedRequestParams
@@ -183,6 +185,8 @@ def describe_failure(exc: BaseException) -> str:
 
 
 def _reason(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "no answer within the server's timeout"
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"
