@@ -11,7 +11,14 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 
 from agentlab.agent_form import AgentForm, parameter_fieldsets
-from agentlab.models import Agent, AgentRoleProfile, ModelProfile, OutboxEmail, Tool
+from agentlab.models import (
+    Agent,
+    AgentRoleProfile,
+    McpServer,
+    ModelProfile,
+    OutboxEmail,
+    Tool,
+)
 
 admin.site.site_header = "Agent Lab"
 admin.site.site_title = "Agent Lab admin"
@@ -83,6 +90,10 @@ class ToolAdmin(admin.ModelAdmin):
     def implementation(self, obj: Tool) -> str:
         from agentlab.tools.registry import get_tool
 
+        if obj.mcp_server_id is not None:
+            return format_html("<p>{} (MCP server {}, tool {})</p><pre>{}</pre>",
+                               obj.mcp_description, obj.mcp_server, obj.mcp_tool,
+                               json.dumps(obj.mcp_schema, indent=2))
         spec = get_tool(obj.name)
         if spec is None:
             return format_html('<span class="errornote">No registered implementation '
@@ -91,7 +102,46 @@ class ToolAdmin(admin.ModelAdmin):
                            json.dumps(spec.parameters, indent=2))
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # rows come from the registry (synced on migrate)
+        return False  # rows come from the registry (synced on migrate) or an MCP server
+
+
+@admin.register(McpServer)
+class McpServerAdmin(admin.ModelAdmin):
+    list_display = ["name", "transport", "endpoint", "enabled", "timeout_s", "tool_count",
+                    "refreshed"]
+    list_filter = ["transport", "enabled"]
+    search_fields = ["name", "command", "url"]
+    actions = ["refresh_tools"]
+    fieldsets = [
+        (None, {"fields": ["name", "transport", "enabled", "timeout_s"]}),
+        ("stdio", {"fields": ["command", "args", "env_names"]}),
+        ("streamable HTTP", {"fields": ["url", "header_name", "header_env"]}),
+    ]
+
+    @admin.display(description="endpoint")
+    def endpoint(self, obj: McpServer) -> str:
+        return obj.url if obj.transport == "http" else " ".join([obj.command, *obj.args])
+
+    @admin.display(description="tools")
+    def tool_count(self, obj: McpServer) -> int:
+        return obj.tools.count()
+
+    @admin.action(description="Refresh tools (list them from the selected servers)")
+    def refresh_tools(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
+        from agentlab.tool_rows import refresh_mcp
+
+        for server in queryset:
+            try:
+                created, updated = refresh_mcp(server)
+            except Exception as exc:  # a server that is down is a message, not a 500
+                from agentlab.tools.mcp import describe_failure
+
+                self.message_user(request, f"{server.name}: {describe_failure(exc)}",
+                                  messages.ERROR)
+                continue
+            listed = f": {', '.join(created)}" if created else ""
+            self.message_user(request, f"{server.name}: {len(created)} new tool(s){listed}; "
+                              f"{len(updated)} updated", messages.SUCCESS)
 
 
 class RoleProfileInline(admin.TabularInline):

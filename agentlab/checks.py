@@ -40,7 +40,7 @@ def check_tools_and_agents(app_configs: Any = None, **kwargs: Any) -> list[Check
 
     try:
         agents = list(Agent.objects.only("pk", "name", "paradigm"))
-        tools = list(Tool.objects.only("pk", "name"))
+        tools = list(Tool.objects.filter(mcp_server=None).only("pk", "name"))
     except DatabaseError:
         return []
     known, registry = set(paradigm_keys()), builtin_tools()

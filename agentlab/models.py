@@ -108,6 +108,68 @@ class OutboxEmail(models.Model):
         return f"{self.subject} → {self.to.splitlines()[0] if self.to else '?'}"
 
 
+def mcp_env_variable(name: str) -> None:
+    """Only names the server may hand on (never SECRET_KEY, DATABASE_URL, …)."""
+    from agentlab.tools.mcp import env_name_problem
+
+    if name and (problem := env_name_problem(name)):
+        raise ValidationError(problem)
+
+
+class McpServer(models.Model):
+    """An MCP server whose tools become Tool rows ("Refresh tools" in the admin)."""
+
+    TRANSPORTS = [("stdio", "stdio (a command the app starts and stops)"),
+                  ("http", "streamable HTTP (a URL)")]
+    name = models.CharField(max_length=30, unique=True, validators=[RegexValidator(
+        r"^[a-z0-9][a-z0-9_-]*$", "Lower-case letters, digits, - and _.")],
+        help_text="Tools are named mcp__<name>__<tool>.")
+    transport = models.CharField(max_length=10, choices=TRANSPORTS, default="stdio")
+    command = models.CharField(max_length=500, blank=True,
+                               help_text="stdio: the program (python = this app's Python).")
+    args = models.JSONField(default=list, blank=True,
+                            help_text='stdio: the arguments, a JSON list, e.g. ["-m", "pkg"].')
+    env_names = models.JSONField(
+        "environment variable names", default=list, blank=True,
+        help_text="stdio: NAMES of variables whose values (from this server's environment) the "
+        "process gets, a JSON list. Values are never stored.")
+    url = models.URLField(blank=True, help_text="http: the endpoint, e.g. http://host/mcp")
+    header_name = models.CharField(max_length=100, blank=True,
+                                   help_text="http: a header to send, e.g. Authorization.")
+    header_env = models.CharField(
+        "header value variable", max_length=100, blank=True,
+        validators=[env_var_name, mcp_env_variable],
+        help_text="http: NAME of the environment variable that holds the header's value.")
+    enabled = models.BooleanField(default=True)
+    timeout_s = models.FloatField(
+        "timeout (s)", default=30, validators=[MinValueValidator(0.1)],
+        help_text="For listing the tools, and the longest one call may take (each tool has its "
+        "own timeout too; the shorter one applies).")
+    refreshed = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if self.transport == "stdio" and not self.command:
+            raise ValidationError({"command": "A stdio server needs a command."})
+        if self.transport == "http" and not self.url:
+            raise ValidationError({"url": "A streamable HTTP server needs a URL."})
+        if not isinstance(self.args, list) or not all(isinstance(a, str) for a in self.args):
+            raise ValidationError({"args": "A JSON list of strings."})
+        names = self.env_names
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ValidationError({"env_names": "A JSON list of variable names."})
+        for n in names:
+            mcp_env_variable(n)
+        if bool(self.header_name) != bool(self.header_env):
+            raise ValidationError({"header_env": "Give both the header and its variable."})
+
+
 class Tool(models.Model):
     """Admin settings of a registered tool; rows are synced from the registry on migrate."""
 
@@ -128,6 +190,12 @@ class Tool(models.Model):
     )
     category = models.CharField(max_length=50, blank=True, editable=False)
     side_effects = models.BooleanField(default=False, editable=False)
+    # A tool listed by an MCP server (blank for built-ins): its server, name there and schema.
+    mcp_server = models.ForeignKey(McpServer, null=True, blank=True, editable=False,
+                                   on_delete=models.CASCADE, related_name="tools")
+    mcp_tool = models.CharField(max_length=200, blank=True, editable=False)
+    mcp_description = models.TextField(blank=True, editable=False)
+    mcp_schema = models.JSONField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["category", "name"]

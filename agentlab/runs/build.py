@@ -19,6 +19,7 @@ from agentlab.runtime.context import RunContext
 from agentlab.runtime.limits import Limits
 from agentlab.runtime.scopes import AgentSpec
 from agentlab.tools.executor import ToolExecutor, ToolPolicy
+from agentlab.tools.mcp import mcp_spec
 from agentlab.tools.registry import builtin_tools
 
 
@@ -62,10 +63,13 @@ def build_context(snap: dict[str, Any], *, sink: Any, user_groups: Iterable[str]
 def executor_for(tools: dict[str, dict[str, Any]], user_groups: Iterable[str] = (),
                  is_superuser: bool = False) -> ToolExecutor:
     """The executor of a snapshot's tools (name -> policy as JSON) for a user with these
-    groups; a tool without a registered implementation is left out."""
+    groups; a tool without a registered implementation is left out (an MCP tool's is its
+    snapshot entry: agentlab.tools.mcp)."""
     registry_ = builtin_tools()
     known = {name: registry_[name] for name in tools if name in registry_}
-    policies = {name: ToolPolicy(**{**tools[name],
+    known |= {name: mcp_spec(name, t["mcp"]) for name, t in tools.items()
+              if isinstance(t.get("mcp"), dict) and name not in known}
+    policies = {name: ToolPolicy(**{**{k: v for k, v in tools[name].items() if k != "mcp"},
                                     "allowed_groups": frozenset(tools[name]["allowed_groups"])})
                 for name in known}
     return ToolExecutor(known, policies, user_groups=list(user_groups),

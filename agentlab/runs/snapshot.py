@@ -11,7 +11,7 @@ from typing import Any
 from agentlab.models import Agent
 from agentlab.paradigms.registry import get_paradigm, validate_params
 from agentlab.profiles import to_config
-from agentlab.tool_rows import policy
+from agentlab.tool_rows import mcp_entry, policy
 from traces.models import Run
 
 LIMIT_FIELDS = ("max_steps", "max_llm_calls", "total_timeout_s", "tool_timeout_s", "token_budget")
@@ -42,11 +42,13 @@ def snapshot(agent: Agent, *, recorded: Mapping[str, Any] | None = None,
         profiles[rp.role] = dataclasses.asdict(to_config(rp.profile, resolve_local=False))
     offered = _offered(recorded) if recorded is not None else None
     tools = {}
-    for row in agent.tools.prefetch_related("allowed_groups"):
+    for row in agent.tools.prefetch_related("allowed_groups").select_related("mcp_server"):
         if offered is not None and row.name not in offered:
             continue
         p = dataclasses.asdict(policy(row))
         p["allowed_groups"] = sorted(p["allowed_groups"])
+        if row.mcp_server_id is not None:
+            p["mcp"] = mcp_entry(row)
         tools[row.name] = p
     members = recorded.get("agents") if recorded is not None else None
     return {
