@@ -17,6 +17,7 @@ from django.utils import timezone
 from agentlab.dashboard.percentiles import percentiles
 from agentlab.dashboard.period import DashboardForm
 from agentlab.dashboard.queries import figures
+from agentlab.models import Tool
 from traces.models import Run, Step
 
 pytestmark = pytest.mark.django_db
@@ -181,6 +182,7 @@ def test_periods_group_by_and_dates(runs, user):
 
 def test_the_number_of_queries_does_not_grow_with_runs_or_groups(runs, user, client):
     client.force_login(user)
+    client.get("/dashboard/")  # a process's first request also sweeps what stopped ones left
     with CaptureQueriesContext(connection) as few:
         client.get("/dashboard/")
     for i in range(6):
@@ -332,3 +334,16 @@ def test_nearest_rank_percentiles_handle_one_value_ties_and_100(user):
     assert percentiles(rows.none(), [], ["step_count"], (50,)) == {}
     with pytest.raises(ValueError, match="between 1 and 100"):
         percentiles(rows, [], ["step_count"], (0,))
+
+
+def test_an_mcp_servers_tool_is_a_tool_and_an_invented_name_is_not(user, client):
+    # MCP tools exist as Tool rows only (not in the code registry); the dashboard must not call
+    # them made up.
+    Tool.objects.create(name="mcp__clock__now", category="mcp")
+    run = make_run(user, agent="Clocky")
+    add_steps(run, tool("mcp__clock__now"), tool("magic_wand", ok=False, text="unknown tool"))
+    client.force_login(user)
+    html = client.get("/dashboard/").content.decode()
+    data = json.loads(re.search(r'<script id="dashboard-data" type="application/json">(.*?)'
+                                r"</script>", html, re.S).group(1))
+    assert sorted(data["tools"]["labels"]) == ["mcp__clock__now", "unknown tool magic_wand"]

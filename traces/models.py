@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import QuerySet
 
-from traces.schema import ACTIVE_STATUSES, RUN_STATUSES
+from traces.schema import ACTIVE_STATUSES, RESUMABLE_STATUSES, RUN_STATUSES
 from traces.schema import Step as StepRecord
 
 
@@ -75,6 +75,10 @@ class Run(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in ACTIVE_STATUSES
+
+    @property
+    def is_resumable(self) -> bool:
+        return self.status in RESUMABLE_STATUSES
 
 
 class Step(models.Model):

@@ -26,6 +26,9 @@ FINISHED_STATUSES = RUN_STATUSES[3:]
 # Finished with an answer: the agent's own, or one written from what it found when a limit
 # stopped it ("stopped").
 ANSWERED_STATUSES = ("succeeded", "stopped")
+# What Resume may continue: every finished run but a succeeded one (a stopped run may go on
+# past the limit that stopped it).
+RESUMABLE_STATUSES = tuple(s for s in FINISHED_STATUSES if s != "succeeded")
 # What each status means, in words (pages and the terminal show these).
 RUN_STATUS_MEANINGS = {
     "queued": "waiting to start",

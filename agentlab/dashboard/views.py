@@ -3,6 +3,7 @@ behind it through the runs list's own filters (traces/views/filters.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -12,6 +13,7 @@ from django.views.decorators.http import require_GET
 from agentlab.dashboard import queries
 from agentlab.dashboard.period import GROUPS, PERIODS, DashboardForm, Period
 from agentlab.dashboard.queries import OUTCOMES, PHASES, Figures, GroupFigures, PhaseFigures
+from agentlab.models import Tool
 from agentlab.tools.registry import get_tool
 from traces.display.figures import format_cost, format_duration
 from traces.display.labels import paradigm_name, status_word
@@ -25,6 +27,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     form = DashboardForm(request.GET)
     period = form.chosen()
     found = queries.figures(request.user, period)
+    known = known_tools(t.name for t in found.tools)
     groups = [group_row(g, period) for g in found.groups]
     if period.group == "paradigm":  # "Multi-Agent", not multi_agent
         for g in groups:
@@ -33,9 +36,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "form": form, "period": period, "periods": PERIODS, "group_label": GROUPS[period.group],
         "figures": found, "groups": groups, "outcomes": OUTCOME_LABELS, "phases": PHASES,
         "overall_phases": [phase_cells(p, found.phases.get(p)) for p in PHASES],
-        "tools": [tool_row(t, period) for t in found.tools],
+        "tools": [tool_row(t, period, known) for t in found.tools],
         "all_runs_url": period.runs_url(status=FINISHED),
-        "chart": chart_data(found, groups, period),
+        "chart": chart_data(found, groups, period, known),
     }
     return render(request, "dashboard/index.html", context)
 
@@ -75,10 +78,18 @@ def phase_cells(phase: str, f: PhaseFigures | None) -> dict[str, Any]:
             "p95": format_duration(f.p95_ms), "total": format_duration(f.total_ms)}
 
 
-def tool_row(t: queries.ToolFigures, period: Period) -> dict[str, Any]:
+def known_tools(names: Iterable[str]) -> set[str]:
+    """The names that are tools: registered in code, or a Tool row (an MCP server's tools).
+
+    A name the model made up is not a tool: its calls are shown as calls to an unknown tool."""
+    names = set(names)
+    return {n for n in names if get_tool(n) is not None} | set(
+        Tool.objects.filter(name__in=names).values_list("name", flat=True))
+
+
+def tool_row(t: queries.ToolFigures, period: Period, known: set[str]) -> dict[str, Any]:
     """A tool's figures; its links list the finished runs that called it (ok / with an error)."""
-    # A name the model made up is not a tool: its calls are shown as calls to an unknown tool.
-    return {"name": t.name, "known": get_tool(t.name) is not None,
+    return {"name": t.name, "known": t.name in known,
             "calls": t.calls, "ok": t.ok, "errors": t.errors,
             "success": pct(t.success_rate), "avg": format_duration(t.avg_ms),
             "top_errors": t.top_errors, "url": tool_url(period, t.name),
@@ -90,7 +101,8 @@ def tool_url(period: Period, name: str, result: str = "") -> str:
     return period.runs_url(status=FINISHED, tool=name, tool_status=result)
 
 
-def chart_data(found: Figures, groups: list[dict[str, Any]], period: Period) -> dict[str, Any]:
+def chart_data(found: Figures, groups: list[dict[str, Any]], period: Period,
+               known: set[str]) -> dict[str, Any]:
     """What static/agentlab/dashboard.js draws; `links` are where a click on a bar goes."""
     labels = [g["label"] for g in groups]
     phases = [found.phases.get(p) for p in PHASES]
@@ -108,7 +120,7 @@ def chart_data(found: Figures, groups: list[dict[str, Any]], period: Period) -> 
                     "p50_ms": [_round(f and f.p50_ms, 1) for f in phases],
                     "p95_ms": [_round(f and f.p95_ms, 1) for f in phases],
                     "links": [period.runs_url(status=FINISHED, sort="-duration")] * len(PHASES)},
-        "tools": {"labels": [t.name if get_tool(t.name) else f"unknown tool {t.name}"
+        "tools": {"labels": [t.name if t.name in known else f"unknown tool {t.name}"
                              for t in found.tools],
                   "success_pct": [_round(t.success_rate and t.success_rate * 100, 1)
                                   for t in found.tools],

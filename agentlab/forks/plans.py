@@ -40,8 +40,6 @@ from traces.schema import FINISHED_STATUSES
 from traces.schema import Step as StepRecord
 from traces.workers import worker_id
 
-RESUMABLE = ("interrupted", "cancelled", "timed_out", "failed", "stopped")
-
 
 class ForkError(ValueError):
     """The request cannot be met (a step that cannot be edited, a run that cannot resume)."""
@@ -284,9 +282,9 @@ def plan_fork(source: Run, user: Any, seq: int, *, edited_observation: str | Non
 
 def plan_resume(source: Run, user: Any, *, chosen: int | None = None) -> ReplayPlan:
     """An unfinished run continued: a fork at its last step."""
-    if source.status not in RESUMABLE:
+    if not source.is_resumable:
         raise ForkError(f"run {source.pk} is {source.get_status_display()}; only an "
-                        "interrupted, cancelled, timed-out or failed run can be resumed")
+                        "interrupted, cancelled, timed-out, stopped or failed run can be resumed")
     last = source.steps.order_by("-seq").values_list("seq", flat=True).first()
     if last is None:
         raise ForkError(f"run {source.pk} has no steps to resume from; run it again instead")
