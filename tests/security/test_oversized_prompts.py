@@ -12,6 +12,7 @@ import pytest
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.llm.errors import ContextTooLong
 from agentlab.llm.types import ProfileConfig
+from agentlab.paradigms.react import MAX_TOKENS as REACT_TURN_TOKENS
 from agentlab.paradigms.registry import get_paradigm
 from agentlab.runtime.loop import execute
 from agentlab.runtime.window import Budget, fixed_tokens, message_tokens
@@ -21,7 +22,9 @@ from tests.fake_openai import Fail, Reply
 from tests.scripted_model import make_context
 
 SECONDS = 10  # generous for a shared 2-core machine; each case takes well under 2 s here
-BUDGET = Budget.of(4096, 256)
+# A ReAct turn asks for fewer reply tokens than the profile allows (256), so the window keeps
+# only that many for the reply and the rest for the prompt.
+BUDGET = Budget.of(4096, min(256, REACT_TURN_TOKENS))
 CUT = "characters cut to fit the model's context window"
 
 
@@ -59,8 +62,8 @@ class TestOversizedQuestion:
         assert seconds < SECONDS and fake_llm.requests == []
         assert outcome.status == "failed"
         assert outcome.error.startswith("the message is ~1,5")  # ~1.5 million tokens
-        assert "Local SmolLM2 reads at most 4,096 tokens (with 256 kept for the reply)" in (
-            outcome.error)
+        assert (f"Local SmolLM2 reads at most 4,096 tokens (with {BUDGET.reserve} kept for the "
+                f"reply)") in outcome.error
         assert sink.of_kind("llm")[0].meta["refused"]["budget"] == BUDGET.prompt
 
     async def test_instructions_over_the_window_are_named_as_the_cause(self, fake_llm):
