@@ -15,7 +15,6 @@ import io
 import json
 import sqlite3
 import subprocess
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +30,7 @@ from django.db import connection
 from django.test import Client, RequestFactory
 from django.urls import reverse
 
+from agentlab.bench.lock_probe import OtherWriter
 from agentlab.evals import engine, scorers
 from agentlab.evals.models import Case, Result, Suite
 from agentlab.paradigms import user_regex
@@ -442,34 +442,11 @@ class TestChunkedImport:
         data["steps"] = [{**data["steps"][0], "seq": i, "text": "x" * 400,
                           "input": {"messages": [{"role": "user", "content": "y" * 400}]}}
                          for i in range(1, 20_001)]
-        waits, errors, stop = [], [], threading.Event()
-
-        def other_writer() -> None:  # another run's writer: its own connection, 1 s patience
-            db = sqlite3.connect(connection.settings_dict["NAME"], timeout=1.0,
-                                 isolation_level=None)
-            try:
-                while not stop.is_set():
-                    started = time.perf_counter()
-                    try:
-                        db.execute("BEGIN IMMEDIATE")
-                        db.execute("UPDATE traces_run SET error = 'touched' WHERE id = -1")
-                        db.execute("COMMIT")
-                    except sqlite3.OperationalError as exc:
-                        errors.append(str(exc))
-                    waits.append(time.perf_counter() - started)
-                    time.sleep(0.005)
-            finally:
-                db.close()
-
-        thread = threading.Thread(target=other_writer)
-        thread.start()
-        try:
+        with OtherWriter(connection.settings_dict["NAME"]) as other:
             started = time.perf_counter()
             run = import_bundle(data, user=user)
             took = time.perf_counter() - started
-        finally:
-            stop.set()
-            thread.join()
+        waits, errors = other.waits, other.errors
         assert run.step_count == 20_000 and run.steps.count() == 20_000
         assert not errors, errors[:3]  # never "database is locked" for the other writer
         assert max(waits) < 0.5, f"waited up to {max(waits):.2f} s (import took {took:.1f} s)"

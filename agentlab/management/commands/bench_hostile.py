@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-import sqlite3
 import statistics
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import connection
 
+from agentlab.bench.lock_probe import OtherWriter
 from agentlab.paradigms import user_regex
 from agentlab.tools.builtin import business_db
 from agentlab.tools.executor import ToolExecutor
@@ -115,36 +114,11 @@ class Command(BaseCommand):
         self.stdout.write(f"Bundle import of {n:,} steps, another writer beside it:")
         user, _ = get_user_model().objects.get_or_create(username=BENCH_USER)
         data = bundle_of(user, n)
-        waits: list[float] = []
-        errors: list[str] = []
-        stop = threading.Event()
-
-        def other_writer() -> None:  # another run's writer: its own connection, 1 s patience
-            db = sqlite3.connect(connection.settings_dict["NAME"], timeout=1.0,
-                                 isolation_level=None)
-            try:
-                while not stop.is_set():
-                    started = time.perf_counter()
-                    try:
-                        db.execute("BEGIN IMMEDIATE")
-                        db.execute("UPDATE traces_run SET error = '' WHERE id = -1")
-                        db.execute("COMMIT")
-                    except sqlite3.OperationalError as exc:
-                        errors.append(str(exc))
-                    waits.append(time.perf_counter() - started)
-                    time.sleep(0.005)
-            finally:
-                db.close()
-
-        thread = threading.Thread(target=other_writer)
-        thread.start()
-        try:
+        with OtherWriter(connection.settings_dict["NAME"]) as other:
             started = time.perf_counter()
             run = import_bundle(data, user=user)
             took = time.perf_counter() - started
-        finally:
-            stop.set()
-            thread.join()
+        waits, errors = other.waits, other.errors
         self.line("the import", f"{took:.1f} s, run {run.pk} with {run.steps.count():,} steps")
         self.line("the other writer's wait for the lock: median / max",
                   f"{statistics.median(waits) * 1000:.0f} / {max(waits) * 1000:.0f} ms")
