@@ -107,15 +107,19 @@ install_requirements() {
 
 # Debian's chromium for the browser tests (Playwright drives it; it never downloads a browser),
 # and its redis-server for the cross-process live tests (a fixture starts one on a free port).
-ensure_chromium() {
-  if command -v chromium >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1; then
+# The servers the tests run for real: chromium (browser tests), redis-server and PostgreSQL
+# (the scale profile's channel layer and database, tests/servers.py).
+ensure_test_servers() {
+  if command -v chromium >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1 \
+      && compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
     return 0
   fi
-  step "Installing Debian's chromium and redis-server for the tests (once, ~1 minute)"
+  step "Installing Debian's chromium, redis-server and postgresql for the tests (once, ~1 minute)"
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium redis-server >/dev/null
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium redis-server \
+    postgresql >/dev/null
 }
 
 # Arize Phoenix for tests/test_phoenix.py, in its own virtualenv (requirements-phoenix.txt),

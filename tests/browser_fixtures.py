@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.servers import free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -45,11 +46,6 @@ def _require_browser() -> None:
         pytest.fail(f"browser tests must run here (AGENTLAB_BROWSER_TESTS=1) but {missing}")
     pytest.skip(f"browser tests skipped: {missing}")
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _wait_until_up(url: str, process: subprocess.Popen, log: Path) -> None:
@@ -76,7 +72,7 @@ def live_server_url(django_db_setup, django_db_blocker, tmp_path_factory) -> Ite
         vendor = connection.vendor
     if vendor != "sqlite" or "memory" in str(name):
         pytest.skip(f"a live server needs a file database to share, not {vendor} {name!r}")
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("daphne") / "daphne.log"
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{name}",

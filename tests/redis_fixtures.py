@@ -5,51 +5,24 @@ as REDIS_URL does in production) and empties it afterwards."""
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.waiting import wait_until
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
+from tests.servers import RedisServer, ServerMissing
 
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    exe = shutil.which("redis-server")
-    if exe is None:
-        pytest.skip("redis-server is not installed (scripts/test installs Debian's)")
-    port, folder = free_port(), tmp_path_factory.mktemp("redis")
-    log = (folder / "redis.log").open("wb")
-    server = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1",
-                               "--dir", str(folder), "--save", "", "--appendonly", "no"],
-                              stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_until(lambda: server.poll() is not None or _answers(port), timeout=20,
-                   message="redis-server answers PING")
-        assert server.poll() is None, (folder / "redis.log").read_text()
-        yield f"redis://127.0.0.1:{port}/0"
+        server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    except ServerMissing as exc:
+        pytest.skip(str(exc))
+    try:
+        yield server.url
     finally:
-        server.terminate()
-        server.wait(10)
-        log.close()
+        server.stop()
 
 
 @pytest.fixture

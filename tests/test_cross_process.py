@@ -11,15 +11,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import connection
 
 from tests.other_process import TOKENS
+from tests.servers import database_url
 from tests.test_consumers import connect, frames_until, is_type, new_seqs, synced
 from tests.waiting import await_until
 from traces import fanout
 from traces.models import Run, Step
 from traces.recorder import Recorder
 from traces.schema import Step as StepRecord
+from traces.workers import worker_id
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -47,7 +50,7 @@ async def test_a_run_recorded_by_another_process_streams_to_this_ones_socket(
     comm = await connect(run.pk, user)
     await synced(comm)  # nothing recorded yet: all that follows comes through Redis
     env = {**os.environ, "REDIS_URL": redis_url,
-           "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+           "DATABASE_URL": database_url(connection.settings_dict),
            "PYTHONPATH": str(ROOT)}
     other = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tests.other_process", str(run.pk), cwd=ROOT, env=env,
@@ -76,7 +79,7 @@ async def test_this_processs_own_events_reach_its_socket_once(user, redis_layer)
     await recorder.step(StepRecord(seq=1, kind="tool", name="calculator", status="ok",
                                    text="42"))
     await recorder.token(2, "It")
-    await await_until(lambda: not fanout._REMOTE, message="sent out to Redis")
+    await await_until(lambda: run.pk not in fanout._REMOTE, message="sent out to Redis")
     # Then an event of another process (as it would arrive: another origin). Every copy of
     # ours that came back through the group is ahead of it in this socket's channel.
     await redis_layer.group_send(fanout.group_name(run.pk), {
@@ -105,3 +108,12 @@ async def test_a_socket_is_in_its_runs_group_from_admission_until_it_closes(
     await second.disconnect()
     await await_until(lambda: in_group(redis_layer, run.pk, 0), message="the second left")
     assert fanout.watchers(run.pk) == 0
+
+
+async def test_an_event_published_outside_any_event_loop_still_reaches_the_group(redis_layer):
+    # A management command or a plain thread publishes with no loop running in it.
+    channel = await redis_layer.new_channel()
+    await redis_layer.group_add(fanout.group_name(7001), channel)
+    await sync_to_async(fanout.publish)(7001, {"type": "run.status", "status": "cancelled"})
+    got = await asyncio.wait_for(redis_layer.receive(channel), 5)
+    assert (got["type"], got["status"], got["origin"]) == ("run.status", "cancelled", worker_id())

@@ -19,6 +19,7 @@ import pytest
 
 from agentlab.tools.executor import ToolExecutor, ToolPolicy
 from agentlab.tools.mcp import HTTP, McpServerConfig, list_tools, mcp_tool_spec, tool_name
+from tests.servers import free_port
 
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
 
@@ -49,11 +50,6 @@ def spec_of(config: McpServerConfig, tool: str, schema: dict) -> dict:
     return {name: mcp_tool_spec(config, name=name, tool=tool, description=tool,
                                 parameters=schema, side_effects=False)}
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import time
 import urllib.error
@@ -28,6 +27,7 @@ from agentlab.runs.snapshot import create_run
 from agentlab.runs.tasks import execute_run
 from tests.fake_openai import Reply
 from tests.instrumented import instrumented, weather_agent
+from tests.servers import free_port
 from tests.test_otel_live import PLAN_SCRIPT, _plan_agent
 from tests.test_otlp import make_plan_run
 from traces.diff import diff_steps
@@ -57,11 +57,6 @@ def _python() -> Path:
                     "(scripts/test makes it)")
     return DEFAULT_PYTHON
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Phoenix:
@@ -100,7 +95,7 @@ class Phoenix:
 @pytest.fixture(scope="module")
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
     python = _python()
-    port, grpc = _free_port(), _free_port()
+    port, grpc = free_port(), free_port()
     workdir = tmp_path_factory.mktemp("phoenix")
     env = {**os.environ, "PHOENIX_WORKING_DIR": str(workdir), "PHOENIX_HOST": "127.0.0.1",
            "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc),

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from traces.workers import worker_id
@@ -79,10 +80,15 @@ def remote_layer() -> Any:
 
 def _send_out(layer: Any, run_id: int, message: dict[str, Any]) -> None:
     # One sender per run, so its events reach the other processes in order too.
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # a caller outside any loop (a command, a test): send it now
+        _send_one(layer, run_id, message)
+        return
     queue = _REMOTE.get(run_id)
     if queue is None:
         queue = _REMOTE[run_id] = asyncio.Queue()
-        task = asyncio.get_running_loop().create_task(_drain(layer, run_id, queue))
+        task = loop.create_task(_drain(layer, run_id, queue))
         _SENDERS.add(task)
         task.add_done_callback(_SENDERS.discard)
     queue.put_nowait(message)
@@ -90,11 +96,18 @@ def _send_out(layer: Any, run_id: int, message: dict[str, Any]) -> None:
 
 async def _drain(layer: Any, run_id: int, queue: asyncio.Queue[dict[str, Any]]) -> None:
     while True:
-        message = await queue.get()
-        try:
-            await layer.group_send(group_name(run_id), message)
-        except Exception:  # a full or absent layer must never lose a recorded step
-            log.exception("could not publish %s for run %s", message["type"], run_id)
+        await _send_safely(layer, run_id, await queue.get())
         if queue.empty():
             _REMOTE.pop(run_id, None)
             return
+
+
+async def _send_safely(layer: Any, run_id: int, message: dict[str, Any]) -> None:
+    try:
+        await layer.group_send(group_name(run_id), message)
+    except Exception:  # a full or absent layer must never lose a recorded step
+        log.exception("could not publish %s for run %s", message["type"], run_id)
+
+
+def _send_one(layer: Any, run_id: int, message: dict[str, Any]) -> None:
+    async_to_sync(_send_safely)(layer, run_id, message)

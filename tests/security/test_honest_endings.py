@@ -31,6 +31,7 @@ from agentlab.evals import engine
 from agentlab.evals.models import Experiment, Suite
 from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import Reply
+from tests.servers import database_url, free_port
 from traces import bundle_store, recorder, startup, writer
 from traces.models import Run, Step
 from traces.schema import Step as StepRecord
@@ -269,7 +270,7 @@ def assert_swept(rows) -> None:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+    return {**os.environ, "DATABASE_URL": database_url(connection.settings_dict),
             "DJANGO_SETTINGS_MODULE": "agentlab.settings", "ALLOWED_HOSTS": "127.0.0.1"}
 
 
@@ -277,9 +278,7 @@ class TestStartingProcesses:
     """Real processes that start close what stopped ones left (traces.startup)."""
 
     def test_a_starting_web_process_closes_what_stopped_processes_left(self, leftovers, tmp_path):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+        port = free_port()
         log = tmp_path / "daphne.log"
         with log.open("w") as out:
             daphne = subprocess.Popen(
