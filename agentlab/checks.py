@@ -36,14 +36,14 @@ def check_tools_and_agents(app_configs: Any = None, **kwargs: Any) -> list[Check
     """agentlab.E001: unknown paradigm; agentlab.E002: tool row without an implementation."""
     from agentlab.models import Agent, Tool
     from agentlab.paradigms.registry import paradigm_keys
-    from agentlab.tools.registry import builtin_tools
+    from agentlab.tools.registry import all_tools
 
     try:
         agents = list(Agent.objects.only("pk", "name", "paradigm"))
         tools = list(Tool.objects.filter(mcp_server=None).only("pk", "name"))
     except DatabaseError:
         return []
-    known, registry = set(paradigm_keys()), builtin_tools()
+    known, registry = set(paradigm_keys()), all_tools()
     messages: list[CheckMessage] = [
         Error(
             f"Agent '{a.name}' uses the unknown paradigm '{a.paradigm}'.",
