@@ -41,8 +41,17 @@ class Forecast:
     condition: str
 
 
+def answered_as_json() -> list[dict]:
+    """The first shown exchange (Rome's weather), its answer written as the JSON asked for."""
+    turns = default_prompts.function_calling()[:4]
+    turns[-1] = {"role": "assistant",
+                 "content": '{"city": "Rome", "temperature_c": 18, "condition": "sunny"}'}
+    return turns
+
+
 @agent(paradigm="react", tools=[get_weather], model="embedded", max_llm_calls=4,
-       total_timeout_s=90, params=SMALL_MODEL, template="What is the weather in {city}?")
+       total_timeout_s=90, params={**SMALL_MODEL, "few_shot": answered_as_json()},
+       template="What is the weather in {city}?")
 def forecast(city: str) -> Forecast:
     """Call get_weather for the city, then answer with its city, temperature and condition."""
 

@@ -11,6 +11,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.apps import apps
 
 from agentlab.chat.models import Conversation
@@ -120,7 +121,7 @@ def test_an_answer_that_never_fits_raises_with_every_run_and_the_last_error(scri
     assert "'days' is a required property" in said(scripted.requests[1], "user")[1]
 
 
-def test_a_session_remembers_its_last_turns_only(scripted, user):
+def test_a_session_remembers_its_last_turns_only(scripted, user, client):
     scripted.script("One.", "Two.", "Three.", "Four.")
     alice = sample.travel_advisor.session("alice", user=user)
     for question in ["Q1", "Q2", "Q3", "Q4"]:
@@ -131,6 +132,9 @@ def test_a_session_remembers_its_last_turns_only(scripted, user):
     assert said(scripted.requests[1], "user") == ["Q1", "Q2"]
     conversation = Conversation.objects.get(title="alice", user=user)
     assert conversation.turns.count() == 4 and conversation.agent.name == "travel_advisor"
+    client.force_login(user)  # the session is a conversation its owner sees in Chat
+    assert "alice" in client.get("/chat/").content.decode()
+    assert "Three." in client.get(f"/chat/{conversation.pk}/").content.decode()
     scripted.script("Fresh.")
     sample.travel_advisor.session("bob", user=user)("Q5")  # another session starts empty
     assert said(scripted.last_request, "user") == ["Q5"]
@@ -170,6 +174,8 @@ def test_discovery_makes_read_only_rows_the_admin_says_are_code(scripted, client
     assert refused.status_code == 403
     assert client.post(f"/admin/agentlab/agent/{row.pk}/delete/",
                        {"post": "yes"}).status_code == 403
+    client.post("/admin/agentlab/agent/", {"action": "delete_selected", "post": "yes",
+                                           "_selected_action": [row.pk]})
     row.refresh_from_db()
     assert row.name == "travel_advisor"
 
@@ -187,3 +193,25 @@ def test_a_name_taken_in_the_admin_is_refused_with_both_places(scripted):
     with pytest.raises(DeclarationError, match="made in the admin"):
         sample.travel_advisor("hi")
     assert not Run.objects.exists()
+
+
+async def test_a_code_run_shows_replays_and_diffs_like_any_run(scripted, user, client):
+    from agentlab.forks.plans import plan_replay
+    from agentlab.runs.tasks import execute_run
+
+    scripted.script(Reply(tool_calls=[("get_weather", '{"city": "Paris"}')]),
+                    Reply(text="Paris is sunny: go."))
+    result = await sample.travel_advisor.as_user(user).arun("Is Paris nice?")
+    source = await Run.objects.aget(pk=result.run_id)
+    plan = await sync_to_async(plan_replay)(source, user, tools="recorded")
+    await execute_run(plan.run, prepare=plan.prepare)
+    replay = await Run.objects.aget(pk=plan.run.pk)
+    assert replay.status == "succeeded" and replay.final_answer == "Paris is sunny: go."
+    assert len(scripted.requests) == 2  # the replay was served from the record
+    assert "first_divergence" not in replay.agent_snapshot
+
+    await sync_to_async(client.force_login)(user)
+    trace = (await sync_to_async(client.get)(f"/runs/{source.pk}/")).content.decode()
+    assert "travel_advisor" in trace and "get_weather" in trace
+    diff = await sync_to_async(client.get)(f"/runs/diff/?a={source.pk}&b={replay.pk}")
+    assert diff.status_code == 200
