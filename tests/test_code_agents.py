@@ -215,3 +215,21 @@ async def test_a_code_run_shows_replays_and_diffs_like_any_run(scripted, user, c
     assert "travel_advisor" in trace and "get_weather" in trace
     diff = await sync_to_async(client.get)(f"/runs/diff/?a={source.pk}&b={replay.pk}")
     assert diff.status_code == 200
+
+
+def test_a_tool_only_code_agents_use_and_this_process_lacks_is_a_warning(scripted):
+    from django.core.checks import run_checks
+
+    from agentlab.models import Tool
+
+    profile = ModelProfile.objects.get()
+    script_tool, orphan = Tool.objects.create(name="scripts_own_tool"), Tool.objects.create(
+        name="vanished_tool")
+    coded = Agent.objects.create(name="From a script", paradigm="react", model_profile=profile,
+                                 code_ref="scripts/mine.py:3")
+    coded.tools.set([script_tool, orphan])
+    Agent.objects.create(name="Admin's", paradigm="react", model_profile=profile).tools.set(
+        [orphan])
+    found = {(m.id, m.obj.name) for m in run_checks() if m.id in ("agentlab.W002",
+                                                                  "agentlab.E002")}
+    assert found == {("agentlab.W002", "scripts_own_tool"), ("agentlab.E002", "vanished_tool")}
