@@ -233,3 +233,43 @@ def test_a_tool_only_code_agents_use_and_this_process_lacks_is_a_warning(scripte
     found = {(m.id, m.obj.name) for m in run_checks() if m.id in ("agentlab.W002",
                                                                   "agentlab.E002")}
     assert found == {("agentlab.W002", "scripts_own_tool"), ("agentlab.E002", "vanished_tool")}
+
+
+def test_a_code_agent_is_evaluated_like_any_agent(scripted, staff):
+    import io
+
+    from django.core.management import call_command
+
+    from agentlab.evals.models import Case, Result, Suite
+
+    sync_all()
+    suite = Suite.objects.create(name="Weather")
+    Case.objects.create(suite=suite, position=1, question="Is Paris sunny?", expected="sunny",
+                        scorer="contains")
+    scripted.script("Yes, it is sunny.")
+    out = io.StringIO()
+    call_command("run_experiment", "Weather", "travel_advisor", stdout=out)
+    result = Result.objects.get()
+    assert result.passed and result.agent.code_ref and result.run.agent == result.agent
+    assert "travel_advisor · case 1 · passed" in out.getvalue()
+
+
+def test_a_declaration_that_cannot_be_an_agent_is_refused_where_it_is_written():
+    from agentlab.code_agents import agent
+
+    with pytest.raises(TypeError, match="at least one parameter"):
+        @agent
+        def nothing_asked() -> str:
+            """You answer."""
+    with pytest.raises(TypeError, match="system message"):
+        @agent
+        def no_docstring(question: str) -> str: ...
+    with pytest.raises(TypeError, match="unknown options: max_stepz"):
+        agent(max_stepz=3)(lambda question: question)
+    with pytest.raises(ValueError, match="two agents are named 'travel_advisor'"):
+        @agent(name="travel_advisor")
+        def impostor(question: str) -> str:
+            """You pretend."""
+    bare = agent(lambda question: None, system="You echo.", name="Bare lambda")
+    assert bare.declaration.model == "embedded" and bare.declaration.paradigm == "react"
+    REGISTRY.pop("Bare lambda")
