@@ -139,7 +139,8 @@ class Caller:
         owner = owner_of(self.user)
         if self.conversation is None:
             return row, owner, None, []
-        conversation, _ = Conversation.objects.get_or_create(
+        mine = Conversation.objects.filter(agent=row, user=owner, title=self.conversation)
+        conversation = mine.order_by("-updated").first() or mine.create(
             agent=row, user=owner, title=self.conversation)
         keep = 2 * self.declaration.memory
         memory = history_of(conversation)[-keep:] if keep else []
