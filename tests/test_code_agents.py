@@ -273,3 +273,29 @@ def test_a_declaration_that_cannot_be_an_agent_is_refused_where_it_is_written():
     bare = agent(lambda question: None, system="You echo.", name="Bare lambda")
     assert bare.declaration.model == "embedded" and bare.declaration.paradigm == "react"
     REGISTRY.pop("Bare lambda")
+
+
+def test_pydantic_models_typed_dicts_and_lists_are_read_from_json_answers():
+    from typing import TypedDict
+
+    from pydantic import BaseModel
+
+    from agentlab.code_agents.output import ShapeError, output_type
+
+    class City(BaseModel):
+        name: str
+        population: int
+
+    class Pair(TypedDict):
+        a: int
+        b: int
+
+    assert output_type(City).parse('Sure: {"name": "Oslo", "population": 700000}') == City(
+        name="Oslo", population=700000)
+    assert output_type(Pair).parse('{"a": 1, "b": 2}') == {"a": 1, "b": 2}
+    assert output_type(list[int]).parse("```\n[1, 2, 3]\n```") == [1, 2, 3]
+    assert output_type(str).parse("plain words") == "plain words"
+    with pytest.raises(ShapeError, match="population: 'many' is not of type 'integer'"):
+        output_type(City).parse('{"name": "Oslo", "population": "many"}')
+    with pytest.raises(ShapeError, match="not JSON"):
+        output_type(list[int]).parse("one, two")
