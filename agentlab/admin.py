@@ -151,10 +151,19 @@ class RoleProfileInline(admin.TabularInline):
     verbose_name_plural = "model profiles per role (planner, executor, evaluator, judge, …)"
 
 
+# What the admin shows of an agent defined in code (agentlab.code_agents), all read-only.
+CODE_FIELDSETS = [
+    (None, {"fields": ["name", "paradigm", "description", "demo_question", "model_profile"]}),
+    ("Prompt and tools", {"fields": ["system_prompt", "tools", "params"]}),
+    ("Limits", {"fields": ["max_steps", "max_llm_calls", "total_timeout_s", "tool_timeout_s",
+                           "token_budget"]}),
+]
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
     list_display = ["name", "paradigm", "model_profile", "tool_count", "max_llm_calls",
-                    "total_timeout_s"]
+                    "total_timeout_s", "source"]
     list_filter = ["paradigm", "model_profile"]
     search_fields = ["name", "description"]
     filter_horizontal = ["tools"]
@@ -172,7 +181,30 @@ class AgentAdmin(admin.ModelAdmin):
         kwargs["fields"] = [f for f in fields if not f.startswith("param__")]
         return super().get_form(request, obj, change, **kwargs)
 
+    # An agent defined in code is changed in its code: its page is read-only, without inlines,
+    # and it is deleted only once no agents.py declares it any more.
+    def has_change_permission(self, request: HttpRequest, obj: Agent | None = None) -> bool:
+        return not (obj and obj.code_ref) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Agent | None = None) -> bool:
+        from agentlab.code_agents.rows import is_declared
+
+        declared = obj is not None and obj.code_ref and is_declared(obj)
+        return not declared and super().has_delete_permission(request, obj)
+
+    def get_inlines(self, request: HttpRequest, obj: Agent | None = None) -> list:
+        return [] if obj and obj.code_ref else super().get_inlines(request, obj)
+
+    @admin.display(description="defined")
+    def source(self, obj: Agent) -> str:
+        return f"in code at {obj.code_ref}" if obj.code_ref else "in the admin"
+
     def get_fieldsets(self, request: HttpRequest, obj: Agent | None = None) -> list:
+        if obj and obj.code_ref:
+            first, *rest = CODE_FIELDSETS
+            note = (f"Defined in code at {obj.code_ref}: change it there (its rows follow on "
+                    "migrate, setup, serve and its first call).")
+            return [(first[0], {**first[1], "description": note}), *rest]
         return [
             (None, {"fields": ["name", "paradigm", "description", "demo_question",
                                "model_profile"]}),

@@ -12,6 +12,11 @@ class AgentLabConfig(AppConfig):
         from agentlab import checks  # noqa: F401  (registers the system checks)
 
         post_migrate.connect(sync_tool_rows, sender=self, dispatch_uid="agentlab-sync-tools")
+        from agentlab.code_agents.rows import discover
+
+        # Every installed app's agents.py (@agent declarations); their rows follow on migrate.
+        discover()
+        post_migrate.connect(sync_code_agents, sender=self, dispatch_uid="agentlab-code-agents")
         from traces import startup
 
         # Experiments left running by a stopped process close with its runs (traces.startup).
@@ -28,6 +33,13 @@ def sync_tool_rows(**kwargs: object) -> None:
     from agentlab.tool_rows import sync_tools
 
     sync_tools()
+
+
+def sync_code_agents(**kwargs: object) -> None:
+    """Every @agent declaration gets (or updates) its read-only Agent row after migrate."""
+    from agentlab.code_agents.rows import sync_all
+
+    sync_all()
 
 
 def mark_experiments_interrupted() -> int:

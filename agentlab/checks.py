@@ -1,4 +1,4 @@
-"""System checks: misconfiguration fails loudly, with ids (agentlab.W001, E001, E002)."""
+"""System checks: misconfiguration fails loudly, with ids (agentlab.W001, W002, E001, E002)."""
 
 from __future__ import annotations
 
@@ -33,17 +33,18 @@ def check_profile_keys(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
 
 @register()
 def check_tools_and_agents(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """agentlab.E001: unknown paradigm; agentlab.E002: tool row without an implementation."""
+    """agentlab.E001: unknown paradigm; agentlab.E002: tool row without an implementation
+    (agentlab.W002 when only agents defined in code use it)."""
     from agentlab.models import Agent, Tool
     from agentlab.paradigms.registry import paradigm_keys
-    from agentlab.tools.registry import builtin_tools
+    from agentlab.tools.registry import all_tools
 
     try:
         agents = list(Agent.objects.only("pk", "name", "paradigm"))
         tools = list(Tool.objects.filter(mcp_server=None).only("pk", "name"))
     except DatabaseError:
         return []
-    known, registry = set(paradigm_keys()), builtin_tools()
+    known, registry = set(paradigm_keys()), all_tools()
     messages: list[CheckMessage] = [
         Error(
             f"Agent '{a.name}' uses the unknown paradigm '{a.paradigm}'.",
@@ -54,14 +55,30 @@ def check_tools_and_agents(app_configs: Any = None, **kwargs: Any) -> list[Check
         for a in agents
         if a.paradigm not in known
     ]
+    missing = [t for t in tools if t.name not in registry]
+    # A tool that only agents defined in code use may be one of a script's own @tool functions
+    # (agentlab.code_agents): this process never imported it. A warning, not an error that
+    # would stop `serve` and `migrate`.
+    defined_in_code: dict[int, set[bool]] = {}
+    for tool_id, ref in Agent.tools.through.objects.filter(tool__in=missing).values_list(
+            "tool_id", "agent__code_ref"):
+        defined_in_code.setdefault(tool_id, set()).add(bool(ref))
+    code_only = {pk for pk, kinds in defined_in_code.items() if kinds == {True}}
     messages += [
+        Warning(
+            f"Tool row '{t.name}' has no implementation in this process; only agents defined "
+            "in code use it.",
+            hint="Declare those agents and their @tool functions in an installed app's "
+            "agents.py, so that every process imports them.",
+            obj=t,
+            id="agentlab.W002",
+        ) if t.pk in code_only else
         Error(
             f"Tool row '{t.name}' has no registered implementation.",
             hint="Delete the row in the admin, or restore the @tool function of that name.",
             obj=t,
             id="agentlab.E002",
         )
-        for t in tools
-        if t.name not in registry
+        for t in missing
     ]
     return messages

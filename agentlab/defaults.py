@@ -11,9 +11,8 @@ from agentlab import default_prompts
 from agentlab.evals.demo import demo_defaults
 from agentlab.models import Agent, ModelProfile, Tool
 from agentlab.paradigms.registry import get_paradigm
+from agentlab.profiles import EMBEDDED_PROFILE
 from agentlab.tool_rows import sync_tools
-
-EMBEDDED_PROFILE = "Local SmolLM2"
 
 # Read-only demo tools every default agent gets (writers need approval; add them per agent).
 DEMO_TOOLS = [

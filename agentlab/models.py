@@ -224,6 +224,9 @@ class Agent(models.Model):
     params = models.JSONField(
         default=dict, blank=True, help_text="Paradigm parameters; defaults are filled in on save."
     )
+    # "path:line" of an @agent declaration (agentlab.code_agents); blank: made in the admin.
+    code_ref = models.CharField("defined in code at", max_length=500, blank=True,
+                                editable=False)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

@@ -9,6 +9,8 @@ from agentlab.llm.local_server import CONTEXT_TOKENS, MODEL_NAME, local_base_url
 from agentlab.llm.types import ProfileConfig
 from agentlab.models import ModelProfile
 
+EMBEDDED_PROFILE = "Local SmolLM2"  # the embedded model's profile that `setup` makes
+
 
 def to_config(
     profile: ModelProfile, *, resolve_local: bool = True, _seen: frozenset[int] = frozenset()

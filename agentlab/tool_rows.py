@@ -13,14 +13,14 @@ from django.utils import timezone
 from agentlab.models import McpServer, Tool
 from agentlab.tools.executor import ToolPolicy
 from agentlab.tools.mcp import CATEGORY, McpServerConfig, list_tools, tool_name
-from agentlab.tools.registry import builtin_tools
+from agentlab.tools.registry import all_tools
 
 
 def sync_tools(**kwargs: Any) -> list[str]:
     """Create a row for every registered tool that has none (post_migrate); returns new names."""
     existing = set(Tool.objects.values_list("name", flat=True))
     new = []
-    for name, spec in builtin_tools().items():
+    for name, spec in all_tools().items():
         if name in existing:
             Tool.objects.filter(name=name, mcp_server=None).update(category=spec.category,
                                                   side_effects=spec.side_effects)

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("configuration", ("agentlab.models", "agentlab.profiles", "agentlab.tool_rows",
                        "agentlab.mail", "agentlab.secrets", "agentlab.runs")),
     ("features", ("agentlab.chat", "agentlab.compare", "agentlab.evals", "agentlab.dashboard",
-                  "agentlab.forks", "agentlab.live", "agentlab.bench")),
+                  "agentlab.forks", "agentlab.live", "agentlab.bench", "agentlab.code_agents")),
     ("project", ("agentlab",)),
 )
 # The pure core: unit-tested without a database.

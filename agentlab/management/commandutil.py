@@ -46,18 +46,21 @@ def find_user(username: str | None) -> Any:
 def needs_embedded(agents: list[Agent], also: tuple[ModelProfile | None, ...] = ()) -> bool:
     """True when one of the agents (or the `also` profiles, e.g. a judge) uses the embedded
     model and it is not answering."""
-    from agentlab.llm.local_server import local_base_url
-
     uses = [p for a in agents for p in (a.model_profile, *(rp.profile for rp in
                                                            a.role_profiles.all()))]
     uses += [p for p in also if p is not None]
-    if not any(p.is_embedded for p in uses):
-        return False
+    return any(p.is_embedded for p in uses) and not embedded_answers()
+
+
+def embedded_answers() -> bool:
+    """Whether the embedded model's server answers where the embedded profile looks for it."""
+    from agentlab.llm.local_server import local_base_url
+
     try:
         urllib.request.urlopen(local_base_url() + "/models", timeout=2).close()
-        return False
-    except OSError:
         return True
+    except OSError:
+        return False
 
 
 def start_embedded(stdout: Any) -> Any:

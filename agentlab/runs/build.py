@@ -20,7 +20,7 @@ from agentlab.runtime.limits import Limits
 from agentlab.runtime.scopes import AgentSpec
 from agentlab.tools.executor import ToolExecutor, ToolPolicy
 from agentlab.tools.mcp import mcp_spec
-from agentlab.tools.registry import builtin_tools
+from agentlab.tools.registry import all_tools
 
 
 def profile_from_dict(data: dict[str, Any]) -> ProfileConfig:
@@ -65,7 +65,7 @@ def executor_for(tools: dict[str, dict[str, Any]], user_groups: Iterable[str] = 
     """The executor of a snapshot's tools (name -> policy as JSON) for a user with these
     groups; a tool without a registered implementation is left out (an MCP tool's is its
     snapshot entry: agentlab.tools.mcp)."""
-    registry_ = builtin_tools()
+    registry_ = all_tools()
     known = {name: registry_[name] for name in tools if name in registry_}
     known |= {name: mcp_spec(name, t["mcp"]) for name, t in tools.items()
               if isinstance(t.get("mcp"), dict) and name not in known}

@@ -38,6 +38,11 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from None
             env["AGENTLAB_LOCAL_LLM_URL"] = url
             self.stdout.write(f"  model ready at {url}")
+        from agentlab.code_agents.rows import sync_all
+
+        # agents.py edited since the last migrate: Chat and Compare offer them now.
+        for problem in sync_all()[1]:
+            self.stdout.write(self.style.WARNING(f"• Agent defined in code not synced: {problem}"))
         from traces.startup import sweep
 
         # daphne sweeps again at its first request (it is another process): a no-op then.

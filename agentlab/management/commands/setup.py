@@ -23,6 +23,13 @@ class Command(BaseCommand):
 
         created = load_defaults()
         self.stdout.write(f"• Default data: {', '.join(created) if created else 'already there'}")
+        from agentlab.code_agents.rows import sync_all
+
+        synced, problems = sync_all()  # now that the embedded profile exists
+        if synced:
+            self.stdout.write(f"• Agents defined in code: {', '.join(synced)}")
+        for problem in problems:
+            self.stdout.write(self.style.WARNING(f"• Agent defined in code not synced: {problem}"))
         User = get_user_model()
         if User.objects.filter(is_superuser=True).exists():
             self.stdout.write("• Admin user: already there")

@@ -1,0 +1,1 @@
+"""Runnable examples (README): `.venv/bin/python -m examples.<name>`."""
