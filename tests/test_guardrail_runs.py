@@ -22,8 +22,8 @@ from agentlab.tools.decorator import tool
 from agentlab.tools.registry import builtin_tools
 from tests.factories import scripted_profile
 from tests.fake_openai import Reply
-from tests.otlp_receiver import OTLPReceiver
 from tests.test_consumers import connect, frames_until, is_type, stop_runs, synced  # noqa: F401
+from tests.test_otel_live import collector  # noqa: F401
 from traces.models import Run, Step
 from traces.otel import live
 
@@ -132,18 +132,8 @@ async def test_pii_from_a_tool_and_a_reply_reaches_no_row_frame_export_or_model(
     assert '"GUARDRAIL"' in otlp
 
 
-@pytest.fixture
-def collector(settings, monkeypatch):
-    with OTLPReceiver() as receiver:
-        settings.AGENTLAB_OTEL_LIVE = True
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
-        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-        live.reset()
-        yield receiver
-        live.reset()
-
-
-async def test_the_live_otlp_export_gets_the_redacted_steps(agent, user, fake_llm, collector):
+async def test_the_live_otlp_export_gets_the_redacted_steps(
+        agent, user, fake_llm, collector):  # noqa: F811
     await sync_to_async(guardrail)()
     fake_llm.script(CALL, ANSWER)
     run = await run_to_end(agent, user)
