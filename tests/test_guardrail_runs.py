@@ -100,6 +100,8 @@ async def test_pii_from_a_tool_and_a_reply_reaches_no_row_frame_export_or_model(
     await comm.disconnect()
     assert frames[-1]["status"] == "succeeded"
     assert leaks(json.dumps(frames)) == []
+    streamed = "".join(f["delta"] for f in frames if f["type"] == "token")  # 4 characters each
+    assert streamed == "Jane Doe pays with card [redacted: card].\n"  # whole lines, redacted
     assert "[redacted: card]" in frames[-1]["answer"]
     assert any(f["type"] == "step" and f["kind"] == "guardrail" for f in frames)
     # The model read the observation redacted: it could not repeat what it never saw.
