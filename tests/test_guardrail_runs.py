@@ -160,6 +160,8 @@ async def test_a_block_stops_the_run_with_its_message(agent, user, fake_llm):
     assert leaks(dump, (CARD, "4111111111111111")) == [] and IBAN in dump  # only cards block
     page = await sync_to_async(_page)(user, f"/runs/{run.pk}/")
     assert "Card numbers stay in the billing system." in page
+    links = page[page.index('id="guardrail-decisions"'):]
+    assert f'href="?step={decision.seq}"' in links and f"#{decision.seq} No cards: block" in links
 
 
 def _page(user, url: str) -> str:
