@@ -50,15 +50,17 @@ class RunGuard:
         """What the sink may see of `step`, and the decisions not reported before."""
         if not self.output:
             return step, []
-        data, hits = step.to_dict(), []
+        # scrub() copies only what it changes: a step with nothing to report is not copied
+        # (the sink copies what it keeps anyway).
+        fields, hits = {}, []
         for name in (*SUBJECT_FIELDS, *OTHER_FIELDS):
-            data[name], found = scrub(data[name], self.output,
-                                      subject=name in SUBJECT_FIELDS and step.kind != "guardrail",
-                                      path=name)
+            fields[name], found = scrub(getattr(step, name), self.output,
+                                        subject=name in SUBJECT_FIELDS and step.kind != "guardrail",
+                                        path=name)
             hits += found
         if not hits:
             return step, []
-        shown = Step.from_dict(data)
+        shown = dataclasses.replace(step, **fields)
         if step.kind == "guardrail":  # our own record: redacted, never decided about again
             return shown, []
         may_block = step.kind in BLOCKABLE and step.status != "running"
