@@ -14,6 +14,7 @@ from agentlab.agent_form import AgentForm, parameter_fieldsets
 from agentlab.models import (
     Agent,
     AgentRoleProfile,
+    Guardrail,
     McpServer,
     ModelProfile,
     OutboxEmail,
@@ -160,13 +161,27 @@ CODE_FIELDSETS = [
 ]
 
 
+@admin.register(Guardrail)
+class GuardrailAdmin(admin.ModelAdmin):
+    list_display = ["name", "stage", "kind", "action", "enabled", "applies_to_all"]
+    list_filter = ["stage", "kind", "action", "enabled", "applies_to_all"]
+    list_editable = ["enabled"]
+    search_fields = ["name", "pattern", "message"]
+    autocomplete_fields = ["judge_profile"]
+    fieldsets = [
+        (None, {"fields": ["name", "enabled", "applies_to_all", "stage", "kind", "action",
+                           "message"]}),
+        ("What the check needs", {"fields": ["pattern", "limit", "judge_profile"]}),
+    ]
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
     list_display = ["name", "paradigm", "model_profile", "tool_count", "max_llm_calls",
                     "total_timeout_s", "source"]
     list_filter = ["paradigm", "model_profile"]
     search_fields = ["name", "description"]
-    filter_horizontal = ["tools"]
+    filter_horizontal = ["tools", "guardrails"]
     inlines = [RoleProfileInline]
     form = AgentForm
 
@@ -209,6 +224,7 @@ class AgentAdmin(admin.ModelAdmin):
             (None, {"fields": ["name", "paradigm", "description", "demo_question",
                                "model_profile"]}),
             ("Prompt and tools", {"fields": ["system_prompt", "tools"]}),
+            ("Guardrails", {"fields": ["guardrails"]}),
             *parameter_fieldsets(),
             ("Limits", {"fields": ["max_steps", "max_llm_calls", "total_timeout_s",
                                    "tool_timeout_s", "token_budget"]}),

@@ -55,8 +55,8 @@ class AgentForm(forms.ModelForm):
         model = Agent
         # Every field but params, which is built from the generated fields in clean().
         fields = ["name", "paradigm", "description", "demo_question", "system_prompt",
-                  "model_profile", "tools", "max_steps", "max_llm_calls", "total_timeout_s",
-                  "tool_timeout_s", "token_budget"]
+                  "model_profile", "tools", "guardrails", "max_steps", "max_llm_calls",
+                  "total_timeout_s", "tool_timeout_s", "token_budget"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

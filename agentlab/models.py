@@ -1,5 +1,5 @@
-"""Configuration rows edited in the admin: model profiles, tools, agents (and the model profile
-per role), and the outbox of the send_email tool."""
+"""Configuration rows edited in the admin: model profiles, tools, guardrails, agents (and the
+model profile per role), and the outbox of the send_email tool."""
 
 from __future__ import annotations
 
@@ -204,6 +204,73 @@ class Tool(models.Model):
         return self.name
 
 
+class Guardrail(models.Model):
+    """A check on a run's question (input) or on its model replies and tool observations
+    (output), and what to do when it finds something (docs/GUARDRAILS.md)."""
+
+    STAGES = [("input", "input: the user's question, before the model or the database sees it"),
+              ("output", "output: model replies, tool observations, everything recorded")]
+    CHECKS = [
+        ("pii", "all PII and secrets (e-mail, phone, card, IBAN, API key)"),
+        ("email", "e-mail addresses"), ("phone", "phone numbers"),
+        ("card", "payment card numbers (Luhn-checked)"), ("iban", "IBANs (mod-97-checked)"),
+        ("api_key", "API keys and tokens (sk-…, AKIA…, ghp_…, xoxb-…, AIza…, JWTs, bearer)"),
+        ("regex", "deny-list: a regular expression"),
+        ("max_length", "maximum length"),
+        ("judge", "LLM judge: a model decides against a policy"),
+    ]
+    ACTIONS = [("block", "block: stop the run with the message"),
+               ("redact", "redact: replace what was found with a marker"),
+               ("flag", "flag: record a decision, keep the text")]
+
+    name = models.CharField(max_length=100, unique=True)
+    enabled = models.BooleanField(default=True)
+    applies_to_all = models.BooleanField(
+        "every agent", default=False,
+        help_text="The global default: applies to every agent, also those that do not list it.")
+    stage = models.CharField(max_length=10, choices=STAGES, default="output")
+    kind = models.CharField("check", max_length=20, choices=CHECKS)
+    pattern = models.TextField(
+        blank=True, help_text="deny-list: the regular expression (case is ignored); judge: the "
+        "policy the judge applies, e.g. “The text must not reveal internal prices.”")
+    limit = models.PositiveIntegerField(null=True, blank=True,
+                                        help_text="maximum length: the most characters.")
+    judge_profile = models.ForeignKey(
+        ModelProfile, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        help_text="judge: the model that decides.")
+    action = models.CharField(max_length=10, choices=ACTIONS, default="redact")
+    message = models.CharField(
+        max_length=500, blank=True,
+        help_text="block: what the user is shown (blank: “This was blocked by a guardrail.”).")
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["stage", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from agentlab.guardrails.user_regex import UnsafePattern, compile_pattern
+
+        if self.kind == "regex":
+            try:
+                compile_pattern(self.pattern)
+            except UnsafePattern as exc:
+                raise ValidationError({"pattern": str(exc)}) from None
+        if self.kind == "max_length" and not self.limit:
+            raise ValidationError({"limit": "A maximum length needs its limit."})
+        if self.kind == "judge":
+            if self.judge_profile_id is None:
+                raise ValidationError({"judge_profile": "A judge needs its model profile."})
+            if not self.pattern.strip():
+                raise ValidationError({"pattern": "A judge needs the policy it applies."})
+            if self.action == "redact":
+                raise ValidationError({"action": "A judge decides about a whole text: it "
+                                                 "blocks or flags, it cannot redact."})
+
+
 class Agent(models.Model):
     """One paradigm with its prompts, tools, models and limits."""
 
@@ -216,6 +283,10 @@ class Agent(models.Model):
     system_prompt = models.TextField(blank=True, help_text="Prepended to the paradigm's prompt.")
     model_profile = models.ForeignKey(ModelProfile, on_delete=models.PROTECT, related_name="agents")
     tools = models.ManyToManyField(Tool, blank=True, related_name="agents")
+    guardrails = models.ManyToManyField(
+        Guardrail, blank=True, related_name="agents",
+        help_text="Checks on its questions, replies and tool results (those marked “every "
+        "agent” apply as well).")
     max_steps = models.PositiveIntegerField(default=40)
     max_llm_calls = models.PositiveIntegerField(default=25)
     total_timeout_s = models.FloatField("total timeout (s)", default=120)

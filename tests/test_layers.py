@@ -22,18 +22,19 @@ PACKAGES = ("agentlab", "traces")
 # (longest prefixes are listed before shorter ones where they overlap).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("traces", "agentlab.paths")),
-    ("llm and tools", ("agentlab.llm", "agentlab.tools")),
+    ("llm and tools", ("agentlab.llm", "agentlab.tools", "agentlab.guardrails")),
     ("runtime", ("agentlab.runtime",)),
     ("paradigms", ("agentlab.paradigms",)),
     ("configuration", ("agentlab.models", "agentlab.profiles", "agentlab.tool_rows",
-                       "agentlab.mail", "agentlab.secrets", "agentlab.runs")),
+                       "agentlab.guardrail_rows", "agentlab.mail", "agentlab.secrets",
+                       "agentlab.runs")),
     ("features", ("agentlab.chat", "agentlab.compare", "agentlab.evals", "agentlab.dashboard",
                   "agentlab.forks", "agentlab.live", "agentlab.bench", "agentlab.code_agents")),
     ("project", ("agentlab",)),
 )
 # The pure core: unit-tested without a database.
-PURE = ("agentlab.llm", "agentlab.tools", "agentlab.runtime", "agentlab.paradigms",
-        "traces.schema", "traces.diff")
+PURE = ("agentlab.llm", "agentlab.tools", "agentlab.guardrails", "agentlab.runtime",
+        "agentlab.paradigms", "traces.schema", "traces.diff")
 PURE_MAY_USE = ("traces.schema", "traces.workers", "traces.diff", "traces.redact",
                 "agentlab.paths")
 NOT_PURE = ("django.db", "django.contrib", "channels")

@@ -27,7 +27,7 @@ def test_defaults() -> None:
 
 
 def test_every_kind_round_trips() -> None:
-    assert len(STEP_KINDS) == 12
+    assert len(STEP_KINDS) == 13
     for kind in STEP_KINDS:
         assert Step.from_dict(Step(kind=kind).to_dict()).kind == kind  # type: ignore[arg-type]
 

@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args
 
 StepKind = Literal[
     "llm", "thought", "tool", "plan", "reflection", "evaluation", "node", "message", "final",
-    "error", "user", "approval",
+    "error", "user", "approval", "guardrail",
 ]
 StepStatus = Literal["running", "ok", "error"]
 STEP_KINDS: tuple[str, ...] = get_args(StepKind)

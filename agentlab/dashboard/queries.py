@@ -144,11 +144,25 @@ class ToolFigures:
 
 
 @dataclass
+class GuardrailFigures:
+    name: str
+    blocked: int
+    redacted: int
+    flagged: int
+    runs: int  # runs it acted in
+
+    @property
+    def decisions(self) -> int:
+        return self.blocked + self.redacted + self.flagged
+
+
+@dataclass
 class Figures:
     groups: list[GroupFigures]
     phases: dict[str, PhaseFigures]  # over every group
     tools: list[ToolFigures]
     in_progress: int
+    guardrails: list[GuardrailFigures] = field(default_factory=list)
 
     @property
     def runs(self) -> int:
@@ -166,7 +180,7 @@ def figures(user, period: Period) -> Figures:  # noqa: ANN001 (auth user)
         if key in by_key:
             by_key[key].phases[phase] = figures_
     return Figures(groups=groups, phases=overall, tools=tool_figures(steps),
-                   in_progress=runs.active().count())
+                   in_progress=runs.active().count(), guardrails=guardrail_figures(steps))
 
 
 def group_figures(finished: QuerySet[Run], group: str) -> list[GroupFigures]:
@@ -238,6 +252,20 @@ def tool_figures(steps: QuerySet[Step]) -> list[ToolFigures]:
         if tool is not None and len(tool.top_errors) < ERRORS_PER_TOOL:
             tool.top_errors.append((row["error"], row["n"], row["example"] or ""))
     return list(tools.values())
+
+
+def guardrail_figures(steps: QuerySet[Step]) -> list[GuardrailFigures]:
+    """Per guardrail: its decisions that acted (a judge's "pass" is none), by action, and
+    the runs they were in (what the runs list's guardrail filter lists)."""
+    acted = steps.filter(kind="guardrail", meta__action__in=("block", "redact", "flag"))
+    rows = acted.values("name").annotate(
+        blocked=Count("pk", filter=Q(meta__action="block")),
+        redacted=Count("pk", filter=Q(meta__action="redact")),
+        flagged=Count("pk", filter=Q(meta__action="flag")),
+        runs=Count("run", distinct=True),
+    ).order_by("name")
+    return [GuardrailFigures(name=r["name"], blocked=r["blocked"], redacted=r["redacted"],
+                             flagged=r["flagged"], runs=r["runs"]) for r in rows]
 
 
 def _share(part: float, whole: float) -> float | None:

@@ -37,6 +37,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "figures": found, "groups": groups, "outcomes": OUTCOME_LABELS, "phases": PHASES,
         "overall_phases": [phase_cells(p, found.phases.get(p)) for p in PHASES],
         "tools": [tool_row(t, period, known) for t in found.tools],
+        "guardrails": [guardrail_row(g, period) for g in found.guardrails],
         "all_runs_url": period.runs_url(status=FINISHED),
         "chart": chart_data(found, groups, period, known),
     }
@@ -95,6 +96,16 @@ def tool_row(t: queries.ToolFigures, period: Period, known: set[str]) -> dict[st
             "top_errors": t.top_errors, "url": tool_url(period, t.name),
             "ok_url": tool_url(period, t.name, "ok"),
             "errors_url": tool_url(period, t.name, "error")}
+
+
+def guardrail_row(g: queries.GuardrailFigures, period: Period) -> dict[str, Any]:
+    """A guardrail's decisions; each count links to the finished runs it acted in so."""
+    def url(action: str = "any") -> str:
+        return period.runs_url(status=FINISHED, guardrail=g.name, guardrail_action=action)
+
+    return {"name": g.name, "decisions": g.decisions, "runs": g.runs, "url": url(),
+            "actions": [(n, url(a) if n else None) for n, a in
+                        ((g.blocked, "block"), (g.redacted, "redact"), (g.flagged, "flag"))]}
 
 
 def tool_url(period: Period, name: str, result: str = "") -> str:

@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from agentlab.guardrails.checks import Check
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.llm.types import ProfileConfig
 from agentlab.paradigms import registry
 from agentlab.profiles import resolve_url
 from agentlab.runtime.context import RunContext
+from agentlab.runtime.guard import RunGuard
 from agentlab.runtime.limits import Limits
 from agentlab.runtime.scopes import AgentSpec
 from agentlab.tools.executor import ToolExecutor, ToolPolicy
@@ -56,8 +58,20 @@ def build_context(snap: dict[str, Any], *, sink: Any, user_groups: Iterable[str]
         history=history or [],
         agents=agents,
         paradigms=registry,
+        guard=guard_for(snap),
         **hooks,
     )
+
+
+def guard_for(snap: dict[str, Any]) -> RunGuard | None:
+    """The run's guardrails (None: it has none), each judge with a model of its own."""
+    checks = [Check.from_dict(g) for g in snap.get("guardrails") or []]
+    question = snap.get("guardrail_input")
+    if not checks and not question:
+        return None
+    judges = {c.name: OpenAIChatModel(profile_from_dict(c.judge)) for c in checks
+              if c.kind == "judge" and c.judge}
+    return RunGuard(checks, judges=judges, question=question)
 
 
 def executor_for(tools: dict[str, dict[str, Any]], user_groups: Iterable[str] = (),

@@ -8,6 +8,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from agentlab.guardrail_rows import guardrails_of
+from agentlab.guardrails.checks import Check
+from agentlab.guardrails.decisions import check_question
 from agentlab.models import Agent
 from agentlab.paradigms.registry import get_paradigm, validate_params
 from agentlab.profiles import to_config
@@ -58,6 +61,7 @@ def snapshot(agent: Agent, *, recorded: Mapping[str, Any] | None = None,
         "limits": {f: getattr(agent, f) for f in LIMIT_FIELDS},
         "profiles": profiles,
         "tools": tools,
+        "guardrails": guardrails_of(agent),
         "agents": _member_snapshots(agent, behaviour["params"], _seen | {agent.pk},
                                     members if isinstance(members, Mapping) else None),
     }
@@ -118,8 +122,14 @@ def _member_snapshots(agent: Agent, params: dict[str, Any], seen: frozenset[int]
 
 def create_run(agent: Agent, user: Any, question: str, *, history: list[dict] | None = None,
                timeout_cap_s: int | None = None, **fields: Any) -> Run:
-    """A queued run of `agent`; `timeout_cap_s` lowers its total timeout (never raises it)."""
+    """A queued run of `agent`; `timeout_cap_s` lowers its total timeout (never raises it).
+    The input guardrails read the question first: the run stores it as they left it (what
+    they redacted or blocked masked) and records their decisions when it starts."""
     snap = snapshot(agent)
+    question, decided = check_question(
+        question, [Check.from_dict(g) for g in snap["guardrails"]])
+    if decided["decisions"]:
+        snap["guardrail_input"] = decided
     if timeout_cap_s:
         own = snap["limits"].get("total_timeout_s")
         snap["limits"]["total_timeout_s"] = min(own, timeout_cap_s) if own else timeout_cap_s

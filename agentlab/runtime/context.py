@@ -9,8 +9,10 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentlab.guardrails.decisions import decision_step
 from agentlab.llm.errors import ContextTooLong, LLMError
 from agentlab.runtime import slots, window
+from agentlab.runtime.guard import RunGuard, blocked
 from agentlab.runtime.limits import (
     BudgetExceeded,
     Limits,
@@ -71,6 +73,7 @@ class RunContext(ScopedContext):
         approver: Callable[[Step], Awaitable[Approval]] | None = None,
         agents: Mapping[str, AgentSpec] | None = None,
         paradigms: ParadigmLookup | None = None,
+        guard: RunGuard | None = None,
     ) -> None:
         if "default" not in models:
             raise ValueError("models needs a 'default' entry (other keys are roles)")
@@ -79,6 +82,7 @@ class RunContext(ScopedContext):
         self.sink = sink
         self.agents = dict(agents or {})  # other agents by name, for Multi-Agent members
         self.paradigms = paradigms  # for sub-runs by paradigm key (ctx.sub_run, ctx.run_agent)
+        self.guard = guard  # the run's guardrails: every step is redacted before the sink
         self.limits = limits or Limits()
         self._params = dict(params or {})
         self._system_prompt = system_prompt
@@ -123,9 +127,32 @@ class RunContext(ScopedContext):
             self._open[step.seq] = step
         else:
             self._open.pop(step.seq, None)
+        shown, decisions = self.guard.step(step) if self.guard is not None else (step, [])
         async with slots.waiting():
-            await self.sink.step(step)
+            await self.sink.step(shown)
+        if decisions:
+            await self._decided(decisions, step)
         return step
+
+    async def _decided(self, decisions: list[dict[str, Any]], target: Step | None) -> None:
+        """Record the guardrails' decisions about `target` (None: the question), each a
+        `guardrail` step; a block stops the run (not the one answer after a limit)."""
+        for decision in decisions:
+            await self.emit(decision_step(decision, target), counted=False)
+        if not self._answering and (exc := blocked(decisions)) is not None:
+            raise exc
+
+    async def check_question(self, question: str) -> None:
+        """The input guardrails' decisions (made when the run was created, and the input
+        judges'), before the paradigm sees the question."""
+        if self.guard is not None:
+            await self._decided(await self.guard.question(question), None)
+
+    async def check_answer(self, answer: Any) -> Any:
+        """The output judges on the paradigm's answer."""
+        if self.guard is not None and self.guard.output_judges and isinstance(answer, str):
+            await self._decided(await self.guard.answer(answer), None)
+        return answer
 
     async def close_open_steps(self, reason: str) -> None:
         """Finish every step still `running` (a plan item, a node, a member's message) when
@@ -216,7 +243,11 @@ class RunContext(ScopedContext):
         self.totals.llm_calls += 1
         seq, started = step.seq, time.perf_counter()
 
+        lines = self.guard.tokens() if self.guard is not None else None
+
         async def on_token(delta: str) -> None:
+            if lines is not None and not (delta := lines.feed(delta)):
+                return
             await self.sink.token(seq, delta)
 
         try:
@@ -379,6 +410,9 @@ class RunContext(ScopedContext):
             await self._interrupted(step, started)
             raise
         self.totals.tool_ms += (time.perf_counter() - started) * 1000
+        decisions: list[dict[str, Any]] = []
+        if self.guard is not None:  # redacted before the model reads it, too
+            result, decisions = self.guard.tool_result(result)
         if result.ok:
             self.findings.append(result.observation)
             self._answered[key] = (step.seq, result)
@@ -386,6 +420,8 @@ class RunContext(ScopedContext):
             step.meta["truncated"] = True  # the full value stays in output
         await self.finish(step, status="ok" if result.ok else "error", started=started,
                           output=result.to_dict(), text=result.observation)
+        if decisions:
+            await self._decided(decisions, step)
         return result
 
     async def _repeated(self, name: str, args: Any, seq: int, earlier: ToolResult, *,

@@ -8,6 +8,7 @@ import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentlab.guardrails.checks import GuardrailBlocked
 from agentlab.llm.errors import LLMError
 from agentlab.runtime.answer import answer_from_findings
 from agentlab.runtime.limits import BudgetExceeded, LoopDetected, RunCancelled, Totals
@@ -37,11 +38,12 @@ async def execute(paradigm: ParadigmRun, ctx: RunContext, task: str) -> RunOutco
     error: str | None = None
     error_meta: dict[str, Any] = {}
     # The paradigm runs in its own task so ctx.cancel() can interrupt whatever it awaits.
-    inner = asyncio.ensure_future(paradigm.run(ctx, task))
+    inner = asyncio.ensure_future(_guarded(paradigm, ctx, task))
     ctx._task = inner
     timeout = ctx.timeout = asyncio.timeout(ctx.limits.total_timeout_s)
     outer_cancelled = False
     limited = False  # stopped by a limit (time, budget, loop): answer from what was found
+    refusal: str | None = None  # a guardrail blocked: its message is the answer
     try:
         async with timeout:
             answer = await inner
@@ -63,6 +65,9 @@ async def execute(paradigm: ParadigmRun, ctx: RunContext, task: str) -> RunOutco
         current = asyncio.current_task()
         outer_cancelled = bool(current and current.cancelling())
         status, error = "cancelled", "the run was cancelled"
+    except GuardrailBlocked as exc:
+        status, error, refusal = "failed", exc.message, exc.message
+        error_meta = {"guardrail": exc.guardrail}
     except LLMError as exc:
         status, error = "failed", str(exc) or exc.kind
         error_meta = {"kind": exc.kind, "retryable": exc.retryable}
@@ -80,6 +85,8 @@ async def execute(paradigm: ParadigmRun, ctx: RunContext, task: str) -> RunOutco
         written = await answer_from_findings(ctx, task, error or status) if limited else None
         if written is not None:
             status, answer = "stopped", written
+        elif refusal is not None:
+            answer = refusal
         else:
             answer = paradigm.partial_answer(ctx, error or status)
     ctx.totals.wall_ms = (time.perf_counter() - started) * 1000
@@ -90,10 +97,20 @@ async def execute(paradigm: ParadigmRun, ctx: RunContext, task: str) -> RunOutco
                               **({"stopped_by": error} if status == "stopped" else {})}),
                    counted=False)
     totals = ctx.totals.as_dict()
-    await ctx.sink.status(status, {"answer": answer, "error": error, "totals": totals})
+    detail = {"answer": answer, "error": error, "totals": totals}
+    if ctx.guard is not None:  # the answer and error as recorded: redacted
+        detail = ctx.guard.detail(detail)
+    await ctx.sink.status(status, detail)
     if outer_cancelled:
         raise asyncio.CancelledError  # someone cancelled the whole task: record, then obey
-    return RunOutcome(status=status, answer=answer, error=error, totals=ctx.totals)
+    return RunOutcome(status=status, answer=detail["answer"], error=detail["error"],
+                      totals=ctx.totals)
+
+
+async def _guarded(paradigm: ParadigmRun, ctx: RunContext, task: str) -> Any:
+    """The paradigm's run between the input guardrails and the output judges."""
+    await ctx.check_question(task)
+    return await ctx.check_answer(await paradigm.run(ctx, task))
 
 
 def _describe(exc: BaseException) -> str:

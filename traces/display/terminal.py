@@ -11,7 +11,7 @@ from traces.schema import Step
 COLOURS = {
     "llm": "35", "thought": "36", "tool": "33", "plan": "34", "reflection": "95",
     "evaluation": "94", "node": "34", "message": "32", "final": "1;32", "error": "1;31",
-    "approval": "1;33", "user": "37",
+    "approval": "1;33", "user": "37", "guardrail": "1;91",
 }
 
 

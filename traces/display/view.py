@@ -21,12 +21,14 @@ TEXT_LABELS = {
     "llm": "Reply", "tool": "Observation", "thought": "Thought", "plan": "Plan",
     "reflection": "Reflection", "evaluation": "Evaluation", "node": "Node", "message": "Message",
     "final": "Answer", "error": "Error", "user": "User", "approval": "Decision",
+    "guardrail": "Guardrail",
 }
 INPUT_LABELS = {"llm": "Request", "tool": "Arguments", "approval": "Arguments"}
 OUTPUT_LABELS = {"llm": "Response", "tool": "Raw output"}
 # Payloads folded even when small: what they hold is already shown in a friendlier form.
 FOLDED = {("llm", "input"), ("llm", "output"), ("tool", "output"), ("approval", "output"),
-          ("final", "output"), ("error", "output")}  # a failure: its text shown, raw JSON folded
+          ("final", "output"), ("error", "output"),  # a failure: its text shown, raw JSON folded
+          ("guardrail", "output")}  # the spans: the text says what was acted on
 FOLDED_INLINE = 400  # folded payloads up to this size come with the page; bigger ones on demand
 FACT_SKIP = {"traceback"}
 # How a step's meta reads on its card: "first token 13.3 s", not "ttft_ms 1.33e+04".

@@ -88,6 +88,10 @@ def root(info: Any) -> dict[str, Any]:
     return attrs
 
 
+# OpenInference span kinds of the steps that have one of their own (the rest are CHAIN).
+OI_KINDS = {"evaluation": "EVALUATOR", "guardrail": "GUARDRAIL"}
+
+
 def step(step: Step, context: Context, *, sub_run: bool) -> tuple[dict[str, Any], str]:
     """The attributes and the name of a step's span."""
     attrs: dict[str, Any] = {"agentlab.step.seq": step.seq, "agentlab.step.kind": step.kind,
@@ -100,7 +104,7 @@ def step(step: Step, context: Context, *, sub_run: bool) -> tuple[dict[str, Any]
         attrs |= _tool(step, context)
         name = step.name or "tool"
     else:
-        kind = "AGENT" if sub_run else ("EVALUATOR" if step.kind == "evaluation" else "CHAIN")
+        kind = "AGENT" if sub_run else OI_KINDS.get(step.kind, "CHAIN")
         attrs |= {"openinference.span.kind": kind, **io("input", step.input),
                   **io("output", step.output if step.output is not None else step.text)}
         if sub_run:

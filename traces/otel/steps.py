@@ -1,7 +1,8 @@
 """One OTLP trace in OpenInference terms -> a run's fields and steps (pure).
 
 Span kinds become step kinds (LLM -> llm, TOOL/RETRIEVER/RERANKER/EMBEDDING -> tool,
-EVALUATOR/GUARDRAIL -> evaluation, a nested AGENT -> message, CHAIN and the rest -> thought);
+EVALUATOR -> evaluation, GUARDRAIL -> guardrail, a nested AGENT -> message, CHAIN and the rest
+-> thought);
 a span Agent Lab exported keeps its own kind, role and name (agentlab.step.*). A root AGENT or
 CHAIN span is the run itself (its input, output, name, status); any other root is a step
 too. Steps are numbered depth-first by start time. Attributes nothing here reads are kept on
@@ -17,7 +18,7 @@ from traces.otel.decode import Span
 from traces.schema import STEP_KINDS, Step
 
 _KINDS = {"LLM": "llm", "TOOL": "tool", "RETRIEVER": "tool", "RERANKER": "tool",
-          "EMBEDDING": "tool", "EVALUATOR": "evaluation", "GUARDRAIL": "evaluation",
+          "EMBEDDING": "tool", "EVALUATOR": "evaluation", "GUARDRAIL": "guardrail",
           "AGENT": "message"}
 _CONTAINERS = ("AGENT", "CHAIN")
 _FINISHED = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")

@@ -26,6 +26,8 @@ SORTS = {
     "cost": (F("cost_usd"),),
 }
 DEFAULT_SORT = "-started"
+GUARDRAIL_ACTIONS = ("block", "redact", "flag")
+ACTED = "any"  # a guardrail choice: any decision that acted (not a judge's "pass")
 FINISHED = "finished"  # a status choice: any of FINISHED_STATUSES (what the dashboard counts)
 # Older links named the dates date_from/date_to.
 ALIASES = {"date_from": "from", "date_to": "to"}
@@ -63,6 +65,10 @@ class RunFilterForm(forms.Form):
     tool = forms.CharField(required=False, max_length=200, label="Tool")
     tool_status = forms.ChoiceField(required=False, label="Tool result", choices=[
         ("", "any result"), ("ok", "ok"), ("error", "error")])
+    guardrail = forms.CharField(required=False, max_length=200, label="Guardrail")
+    guardrail_action = forms.ChoiceField(required=False, label="Guardrail acted", choices=[
+        ("", "any or none"), (ACTED, "a guardrail acted"), ("block", "blocked"),
+        ("redact", "redacted"), ("flag", "flagged")])
     format_errors = forms.ChoiceField(required=False, label="Format errors",
                                       choices=[("", "any"), ("1", "with format errors")])
     reflections = forms.ChoiceField(required=False, label="Reflections",
@@ -132,6 +138,9 @@ def apply(runs: QuerySet[Run], form: RunFilterForm) -> QuerySet[Run]:
         runs = runs.filter(reflections__gt=0)
     if "tool" in data or "tool_status" in data:
         runs = runs.filter(Exists(tool_calls(data.get("tool"), data.get("tool_status"))))
+    if "guardrail" in data or "guardrail_action" in data:
+        runs = runs.filter(Exists(guardrail_decisions(data.get("guardrail"),
+                                                      data.get("guardrail_action"))))
     tz = timezone.get_current_timezone()
     if start := data.get("from"):
         if not isinstance(start, datetime):
@@ -153,6 +162,18 @@ def tool_calls(name: str | None, status: str | None) -> QuerySet[Step]:
     if status:
         steps = steps.filter(status=status)
     return steps.exclude(meta__has_key="reused")
+
+
+def guardrail_decisions(name: str | None, action: str | None) -> QuerySet[Step]:
+    """A run's guardrail decisions that acted (blocked, redacted, flagged), as the dashboard
+    counts them; `action` narrows to one of those."""
+    steps = Step.objects.filter(run=OuterRef("pk"), kind="guardrail",
+                                meta__action__in=GUARDRAIL_ACTIONS)
+    if name:
+        steps = steps.filter(name=name)
+    if action and action != ACTED:
+        steps = steps.filter(meta__action=action)
+    return steps
 
 
 def order(runs: QuerySet[Run], sort: str) -> QuerySet[Run]:

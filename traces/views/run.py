@@ -45,6 +45,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context = {
         "run": run, "steps": views, "last_seq": last, "current": current,
         "scores": labels.scores(run.pk),
+        "guardrail_steps": guardrail_steps(run),
         "next_after": _next_after(views, last),
         "profiles": _profiles(run.agent_snapshot),
         "bars": bars, "bars_shown": shown, "lane_labels": lane_labels,
@@ -57,6 +58,17 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
                       .order_by("pk")[:20]),
     }
     return render(request, "traces/run_detail.html", context)
+
+
+GUARDRAIL_LINKS = 50  # the run's header links to at most this many guardrail decisions
+
+
+def guardrail_steps(run: Run) -> list[dict[str, Any]]:
+    """The run's guardrail decisions (docs/GUARDRAILS.md), each a link to its step."""
+    rows = (run.steps.filter(kind="guardrail").order_by("seq")
+            .values("seq", "name", "text", "meta")[:GUARDRAIL_LINKS])
+    return [{"seq": r["seq"], "name": r["name"], "text": r["text"],
+             "action": (r["meta"] or {}).get("action", "")} for r in rows]
 
 
 def _next_after(views: list[StepView], last: int) -> int | None:
