@@ -19,7 +19,7 @@ from agentlab.models import Agent, Guardrail, ModelProfile, Tool
 from agentlab.runs.snapshot import create_run
 from agentlab.runs.tasks import execute_run
 from agentlab.tools.decorator import tool
-from agentlab.tools.registry import builtin_tools
+from agentlab.tools.registry import all_tools
 from tests.factories import scripted_profile
 from tests.fake_openai import Reply
 from tests.test_consumers import connect, frames_until, is_type, stop_runs, synced  # noqa: F401
@@ -48,8 +48,8 @@ def customer_record(customer: str) -> str:
 @pytest.fixture
 def agent(fake_llm, monkeypatch):
     """A function-calling ReAct agent with the billing tool, on the scripted model."""
-    registry = {**builtin_tools(), "customer_record": customer_record}
-    monkeypatch.setattr("agentlab.runs.build.builtin_tools", lambda: registry)
+    registry = {**all_tools(), "customer_record": customer_record}
+    monkeypatch.setattr("agentlab.runs.build.all_tools", lambda: registry)
     agent = Agent(name="Billing", paradigm="react", model_profile=scripted_profile(
         fake_llm.base_url), params={"mode": "function_calling"})
     agent.full_clean()
