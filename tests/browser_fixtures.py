@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import free_port
+from agentlab.bench.servers import free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",

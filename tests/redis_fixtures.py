@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.servers import RedisServer, ServerMissing
+from agentlab.bench.servers import RedisServer, ServerMissing
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.servers import PostgresServer, RedisServer
+from agentlab.bench.servers import PostgresServer, RedisServer
 
 _STARTED: list[PostgresServer | RedisServer] = []
 

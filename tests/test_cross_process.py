@@ -14,8 +14,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
+from agentlab.bench.servers import database_url
 from tests.other_process import TOKENS
-from tests.servers import database_url
 from tests.test_consumers import connect, frames_until, is_type, new_seqs, synced
 from tests.waiting import await_until
 from traces import fanout

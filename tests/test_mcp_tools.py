@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from agentlab.bench.servers import free_port
 from agentlab.tools.executor import ToolExecutor, ToolPolicy
 from agentlab.tools.mcp import HTTP, McpServerConfig, list_tools, mcp_tool_spec, tool_name
-from tests.servers import free_port
 
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
 

@@ -23,11 +23,11 @@ import pytest
 from asgiref.sync import sync_to_async
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+from agentlab.bench.servers import free_port
 from agentlab.runs.snapshot import create_run
 from agentlab.runs.tasks import execute_run
 from tests.fake_openai import Reply
 from tests.instrumented import instrumented, weather_agent
-from tests.servers import free_port
 from tests.test_otel_live import PLAN_SCRIPT, _plan_agent
 from tests.test_otlp import make_plan_run
 from traces.diff import diff_steps

@@ -27,11 +27,11 @@ from django.core.management import call_command
 from django.db import OperationalError, connection
 from django.utils import timezone
 
+from agentlab.bench.servers import database_url, free_port
 from agentlab.evals import engine
 from agentlab.evals.models import Experiment, Suite
 from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import Reply
-from tests.servers import database_url, free_port
 from traces import bundle_store, recorder, startup, writer
 from traces.models import Run, Step
 from traces.schema import Step as StepRecord
