@@ -2,9 +2,7 @@
 and the per-user limit on runs going at once (`ensure_room`).
 
 Consumers, views and commands only forward to a run (cancel, controls through agentlab.live);
-nothing waits on one in a request. A run's task and its RunContext are parts of its entry in
-the process's run registry (traces/run_registry.py): `REGISTRY.held()` lists the runs
-executing here.
+nothing waits on one in a request.
 """
 
 from __future__ import annotations
@@ -30,7 +28,6 @@ from traces.models import Run
 from traces.otel import live
 from traces.otel.stream import LiveSink
 from traces.recorder import Recorder
-from traces.run_registry import REGISTRY
 from traces.workers import worker_id
 
 
@@ -53,29 +50,32 @@ async def execute_run(run: Run, *, watchers: tuple[Any, ...] = (),
     if prepare is not None:
         prepare(ctx)
     paradigm = get_paradigm(run.paradigm)()
-    REGISTRY.put(run.pk, context=ctx)  # for cancel / pause / approvals
+    RUNNING[run.pk] = ctx
     try:
         async with slots.computing():  # a few runs compute at once; see runtime/slots.py
             return await execute(paradigm, ctx, run.input)
     finally:
-        REGISTRY.clear(run.pk, "context", only=ctx)
+        RUNNING.pop(run.pk, None)
+
+
+# Runs being executed by this process: run id -> its context (for cancel / pause / approvals).
+RUNNING: dict[int, RunContext] = {}
+TASKS: dict[int, asyncio.Task[RunOutcome]] = {}
 
 
 def launch(run: Run, **hooks: Any) -> asyncio.Task[RunOutcome]:
-    """Start `run` as an asyncio task of this process's loop; consumers only forward to it.
-    The registry holds the task until it is done."""
+    """Start `run` as an asyncio task of this process's loop; consumers only forward to it."""
     task = asyncio.get_running_loop().create_task(execute_run(run, **hooks), name=f"run-{run.pk}")
-    REGISTRY.put(run.pk, task=task)
-    task.add_done_callback(lambda _t: REGISTRY.clear(run.pk, "task", only=task))
+    TASKS[run.pk] = task
+    task.add_done_callback(lambda _t: TASKS.pop(run.pk, None))
     return task
 
 
 def cancel(run_id: int) -> bool:
-    """Cancel the run if its loop executes in this process; False if it does not."""
-    entry = REGISTRY.entry(run_id)
-    if entry is None or entry.context is None:
+    ctx = RUNNING.get(run_id)
+    if ctx is None:
         return False
-    entry.context.cancel()
+    ctx.cancel()
     return True
 
 
