@@ -32,6 +32,12 @@ from agentlab.bench.servers import PostgresServer, RedisServer
 ROOT = Path(__file__).resolve().parents[2]
 CONCURRENT_JOBS, CONCURRENT_S, COST_JOBS = 100, 0.5, 300
 KILL_JOB_S = 15.0  # under arq's job timeout, so arq may run it at all
+# The rows of the table, one per criterion.
+DURABLE = "durable (deferred, then a worker)"
+CONCURRENT = f"{CONCURRENT_JOBS} jobs of {CONCURRENT_S} s, one worker"
+COST = f"{COST_JOBS} empty jobs"
+SIGTERM = "SIGTERM mid-job"
+SIGKILL = "SIGKILL mid-job"
 
 
 @dataclass
@@ -42,10 +48,12 @@ class Result:
 
 
 class Bench:
-    def __init__(self, engine: str, env: dict[str, str], say: Callable[[str], None]) -> None:
+    def __init__(self, engine: str, say: Callable[[str], None]) -> None:
+        """Its servers and events file are in this process's AGENTLAB_BENCH_* variables (set
+        by `measure`): engines.py's client calls here and its workers read the same ones."""
         self.engine, self.say = engine, say
-        self.events = Path(env["AGENTLAB_BENCH_EVENTS"])
-        self.env = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+        self.events = Path(os.environ["AGENTLAB_BENCH_EVENTS"])
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.prepare, self.defer, _ = engines.ENGINES[engine]
         self.workers: list[subprocess.Popen[bytes]] = []
 
@@ -58,18 +66,8 @@ class Bench:
         self.workers.append(proc)
         return proc
 
-    def call(self, coroutine: Callable[..., Any], *args: Any) -> None:
-        """Run one of engines.py's client calls here; it reads its servers from the environment."""
-        saved = dict(os.environ)
-        os.environ.update(self.env)
-        try:
-            asyncio.run(coroutine(*args))
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
-
     def submit(self, jobs: list[tuple[str, float]]) -> None:
-        self.call(self.defer, jobs)
+        asyncio.run(self.defer(jobs))
 
     def events_of(self, keys: set[str]) -> list[dict[str, Any]]:
         return [e for e in engines.read_events(self.events) if e["key"] in keys]
@@ -97,7 +95,7 @@ class Bench:
     # -- the scenarios
     def run(self) -> Result:
         result = Result(self.engine)
-        self.call(self.prepare)
+        asyncio.run(self.prepare())
         try:
             self.durable_and_concurrent(result)
             self.cost(result)
@@ -114,7 +112,7 @@ class Bench:
         started = time.time()
         self.worker()
         ran = self.ended({first}, 30)
-        result.figures["durable (deferred, then a worker)"] = (
+        result.figures[DURABLE] = (
             f"ran {ran[-1]['t'] - started:.1f} s after the worker started" if ran else "never ran")
         self.say(f"{self.engine}: {CONCURRENT_JOBS} jobs of {CONCURRENT_S} s on one worker")
         keys = [_key("c") for _ in range(CONCURRENT_JOBS)]
@@ -122,10 +120,10 @@ class Bench:
         self.submit([(k, CONCURRENT_S) for k in keys])
         events = self.ended(set(keys), 60)
         if events is None:
-            result.figures["100 jobs of 0.5 s, one worker"] = "did not finish in 60 s"
+            result.figures[CONCURRENT] = "did not finish in 60 s"
             return
         wall = max(e["t"] for e in events if e["event"] == "end") - t0
-        result.figures["100 jobs of 0.5 s, one worker"] = (
+        result.figures[CONCURRENT] = (
             f"{wall:.2f} s, at most {_peak(events)} at once")
 
     def cost(self, result: Result) -> None:
@@ -136,11 +134,11 @@ class Bench:
         self.submit([(k, 0.0) for k in keys])
         events = self.ended(set(keys), 120)
         if events is None:
-            result.figures["300 empty jobs"] = "did not finish in 120 s"
+            result.figures[COST] = "did not finish in 120 s"
             return
         wall = max(e["t"] for e in events) - t0
         cpu = _cpu_s(proc.pid) - cpu0
-        result.figures["300 empty jobs"] = (
+        result.figures[COST] = (
             f"{COST_JOBS / wall:.0f} jobs/s, worker CPU {cpu / COST_JOBS * 1000:.2f} ms/job")
 
     def sigterm(self, result: Result) -> None:
@@ -148,7 +146,7 @@ class Bench:
         proc, key = self.workers[-1], _key("term")
         self.submit([(key, 3.0)])
         if self.wait(lambda ev: bool(ev), {key}, 30) is None:
-            result.figures["SIGTERM mid-job"] = "the job never started"
+            result.figures[SIGTERM] = "the job never started"
             return
         proc.send_signal(signal.SIGTERM)
         t0 = time.time()
@@ -165,7 +163,7 @@ class Bench:
             again = self.ended({key}, 45)
             verdict = ("cancelled; the next worker ran it again" if again
                        else "cancelled and lost (not run again in 45 s)")
-        result.figures["SIGTERM mid-job"] = f"{verdict}; {exited}"
+        result.figures[SIGTERM] = f"{verdict}; {exited}"
 
     def sigkill(self, result: Result) -> None:
         self.say(f"{self.engine}: SIGKILL to the worker running a job, another worker idle")
@@ -173,7 +171,7 @@ class Bench:
         first, key = self.worker(), _key("kill")
         self.submit([(key, KILL_JOB_S)])
         if self.wait(lambda ev: bool(ev), {key}, 30) is None:
-            result.figures["SIGKILL mid-job"] = "the job never started"
+            result.figures[SIGKILL] = "the job never started"
             return
         self.worker()
         time.sleep(3)  # the second worker is up and polling
@@ -182,11 +180,11 @@ class Bench:
         again = self.wait(lambda ev: any(e["event"] == "start" and e["pid"] != first.pid
                                          for e in ev), {key}, 60)
         if again is None:
-            result.figures["SIGKILL mid-job"] = "not taken over within 60 s"
+            result.figures[SIGKILL] = "not taken over within 60 s"
             return
         restart = next(e["t"] for e in again if e["event"] == "start" and e["pid"] != first.pid)
         result.takeover_s = restart - killed
-        result.figures["SIGKILL mid-job"] = f"started again on another worker after " \
+        result.figures[SIGKILL] = f"started again on another worker after " \
                                             f"{result.takeover_s:.1f} s"
 
 
@@ -219,12 +217,15 @@ def measure(names: list[str], say: Callable[[str], None]) -> list[Result]:
     try:
         results = []
         for name in names:
-            env = {"AGENTLAB_BENCH_PG": postgres.url.replace("postgres://", "postgresql://"),
-                   "AGENTLAB_BENCH_REDIS": redis.url,
-                   "AGENTLAB_BENCH_EVENTS": str(folder / f"{name}.jsonl")}
-            results.append(Bench(name, env, say).run())
+            os.environ.update({
+                "AGENTLAB_BENCH_PG": postgres.url.replace("postgres://", "postgresql://"),
+                "AGENTLAB_BENCH_REDIS": redis.url,
+                "AGENTLAB_BENCH_EVENTS": str(folder / f"{name}.jsonl")})
+            results.append(Bench(name, say).run())
         return results
     finally:
+        for name in ("PG", "REDIS", "EVENTS"):
+            os.environ.pop(f"AGENTLAB_BENCH_{name}", None)
         redis.stop()
         postgres.stop()
 
