@@ -16,8 +16,8 @@ TOKENS = ("six ", "times ", "seven")
 
 async def record(run_id: int) -> None:
     from tests.waiting import await_until
-    from traces import fanout
     from traces.recorder import Recorder
+    from traces.run_registry import REGISTRY
     from traces.schema import Step
 
     recorder = Recorder(run_id)
@@ -31,7 +31,7 @@ async def record(run_id: int) -> None:
     await recorder.step(Step(seq=3, kind="final", status="ok", text="42"))
     await recorder.status("succeeded", {"answer": "42", "totals": {"llm_calls": 1,
                                                                    "tool_calls": 1}})
-    await await_until(lambda: not (fanout._REMOTE or fanout._SENDERS), timeout=20,
+    await await_until(lambda: not REGISTRY.sending(), timeout=20,
                       message="every event left for the channel layer")
 
 

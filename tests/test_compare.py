@@ -18,6 +18,7 @@ from agentlab.runs import tasks
 from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import Reply
 from traces.models import Run
+from traces.run_registry import REGISTRY
 
 
 def fig(name, status="succeeded", steps=4, llm=2, tools=1, tin=100, tout=20, cost=0.01,
@@ -210,8 +211,8 @@ async def test_rerun_adds_a_round_and_earlier_rounds_stay(async_client, user, ag
     assert resp.status_code == 302
     new = [e async for e in c.entries.filter(round=2).order_by("position")]
     assert [e.agent_id for e in new] == [agents[0].pk, agents[1].pk]
-    await asyncio.wait_for(asyncio.gather(*[tasks.TASKS[e.run_id] for e in new
-                                            if e.run_id in tasks.TASKS]), 20)
+    await asyncio.wait_for(asyncio.gather(*[t for e in new
+                                            if (t := REGISTRY.task(e.run_id))]), 20)
     html = (await async_client.get(f"/compare/{c.pk}/")).content.decode()
     assert 'aria-current="page">2<' in html and 'href="?round=1"' in html
     assert html.count("Again 42.") >= 2

@@ -16,12 +16,12 @@ from django.test import Client
 from agentlab.asgi import application
 from agentlab.live import control as live
 from agentlab.models import Tool
-from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
 from tests.fake_openai import Reply
 from tests.waiting import await_until
 from traces import fanout
 from traces.models import Run
+from traces.run_registry import REGISTRY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,10 +43,12 @@ def queued(agent, user):
 async def stop_runs():
     """Cancel every run these tests started and wait for each to record it."""
     yield
-    for control in list(live.CONTROLS.values()):
-        with contextlib.suppress(live.ControlError):
-            control.cancel()
-    await asyncio.gather(*[t for t in tasks.TASKS.values() if not t.done()],
+    entries = REGISTRY.entries()
+    for entry in entries:
+        if entry.control is not None:
+            with contextlib.suppress(live.ControlError):
+                entry.control.cancel()
+    await asyncio.gather(*[e.task for e in entries if e.task and not e.task.done()],
                          return_exceptions=True)
 
 

@@ -21,6 +21,7 @@ from tests.waiting import await_until
 from traces import fanout
 from traces.models import Run, Step
 from traces.recorder import Recorder
+from traces.run_registry import REGISTRY
 from traces.schema import Step as StepRecord
 from traces.workers import worker_id
 
@@ -79,7 +80,7 @@ async def test_this_processs_own_events_reach_its_socket_once(user, redis_layer)
     await recorder.step(StepRecord(seq=1, kind="tool", name="calculator", status="ok",
                                    text="42"))
     await recorder.token(2, "It")
-    await await_until(lambda: run.pk not in fanout._REMOTE, message="sent out to Redis")
+    await await_until(lambda: run.pk not in REGISTRY.sending(), message="sent out to Redis")
     # Then an event of another process (as it would arrive: another origin). Every copy of
     # ours that came back through the group is ahead of it in this socket's channel.
     await redis_layer.group_send(fanout.group_name(run.pk), {

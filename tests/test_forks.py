@@ -12,12 +12,12 @@ from django.urls import reverse
 
 from agentlab.forks.plans import ForkError, NeedsAgent, plan_fork, plan_replay, plan_resume
 from agentlab.models import Agent, Tool
-from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
 from agentlab.runs.tasks import execute_run
 from tests.fake_openai import Reply
 from traces.display.renderer import StepRenderer
 from traces.models import Run, Step
+from traces.run_registry import REGISTRY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -233,7 +233,7 @@ async def finished(response) -> Run:
     assert response.status_code == 302, response.content[:500]
     pk = int(response["Location"].rstrip("/").rsplit("/", 1)[1])
     assert response["Location"] == reverse("run", args=[pk])
-    if task := tasks.TASKS.get(pk):
+    if task := REGISTRY.task(pk):
         await task
     return await Run.objects.aget(pk=pk)
 

@@ -10,27 +10,24 @@ that can (Redis); the in-memory layer cannot, so it is not used for them.
 A subscriber is a plain callable that must not block: a consumer queues or sends a frame.
 Events sent to other processes carry this one's worker id (`origin`), so a consumer that hears
 them through the layer as well skips its own (`from_elsewhere`).
+
+A run's subscribers and its queue of events on their way out live in its entry of the run
+registry (traces/run_registry.py), which drops the entry once nothing of the run is left.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
+from traces.run_registry import REGISTRY, Subscriber
 from traces.workers import worker_id
 
 log = logging.getLogger(__name__)
-
-Subscriber = Callable[[dict[str, Any]], None]
-
-_SUBSCRIBERS: dict[int, list[Subscriber]] = {}
-_REMOTE: dict[int, asyncio.Queue[dict[str, Any]]] = {}  # run id -> events on their way out
-_SENDERS: set[asyncio.Task[None]] = set()
 
 
 def group_name(run_id: int) -> str:
@@ -39,22 +36,25 @@ def group_name(run_id: int) -> str:
 
 
 def subscribe(run_id: int, subscriber: Subscriber) -> None:
-    _SUBSCRIBERS.setdefault(run_id, []).append(subscriber)
+    REGISTRY.hold(run_id).subscribers.append(subscriber)
 
 
 def unsubscribe(run_id: int, subscriber: Subscriber) -> None:
-    subscribers = _SUBSCRIBERS.get(run_id, [])
-    if subscriber in subscribers:
-        subscribers.remove(subscriber)
-    if not subscribers:
-        _SUBSCRIBERS.pop(run_id, None)
+    entry = REGISTRY.entry(run_id)
+    if entry is None:
+        return
+    if subscriber in entry.subscribers:
+        entry.subscribers.remove(subscriber)
+    REGISTRY.release(run_id)
 
 
 def publish(run_id: int, message: dict[str, Any]) -> None:
     """Give `message` to every watcher of the run in this process, now, in subscription order;
     then, in the same order, to the run's group when the channel layer reaches other
     processes."""
-    for subscriber in list(_SUBSCRIBERS.get(run_id, ())):
+    entry = REGISTRY.entry(run_id)
+    subscribers = list(entry.subscribers) if entry is not None else []
+    for subscriber in subscribers:
         try:
             subscriber(message)
         except Exception:  # one broken socket must not keep the others from the step
@@ -69,7 +69,8 @@ def from_elsewhere(message: dict[str, Any]) -> bool:
 
 
 def watchers(run_id: int) -> int:
-    return len(_SUBSCRIBERS.get(run_id, ()))
+    entry = REGISTRY.entry(run_id)
+    return len(entry.subscribers) if entry is not None else 0
 
 
 def remote_layer() -> Any:
@@ -85,20 +86,23 @@ def _send_out(layer: Any, run_id: int, message: dict[str, Any]) -> None:
     except RuntimeError:  # a caller outside any loop (a command, a test): send it now
         _send_one(layer, run_id, message)
         return
-    queue = _REMOTE.get(run_id)
+    entry = REGISTRY.hold(run_id)
+    queue = entry.outgoing
     if queue is None:
-        queue = _REMOTE[run_id] = asyncio.Queue()
-        task = loop.create_task(_drain(layer, run_id, queue))
-        _SENDERS.add(task)
-        task.add_done_callback(_SENDERS.discard)
+        queue = entry.outgoing = asyncio.Queue()
+        # The entry holds the sender task too, so it is not collected while it sends.
+        entry.sender = loop.create_task(_drain(layer, run_id, queue))
     queue.put_nowait(message)
 
 
 async def _drain(layer: Any, run_id: int, queue: asyncio.Queue[dict[str, Any]]) -> None:
     while True:
         await _send_safely(layer, run_id, await queue.get())
-        if queue.empty():
-            _REMOTE.pop(run_id, None)
+        if queue.empty():  # sent out: the next event starts a new sender
+            entry = REGISTRY.entry(run_id)
+            if entry is not None and entry.outgoing is queue:
+                entry.outgoing = entry.sender = None
+                REGISTRY.release(run_id)
             return
 
 

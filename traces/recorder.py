@@ -9,7 +9,9 @@ at once; in one batch only the end is written and shown), nor for the publishing
 
 Publishing follows in the run's order (tokens after the step they belong to) and happens in
 the loop turn the row is committed: this process's sockets are called directly
-(traces/fanout.py); the channel layer carries the events only to other processes. A status
+(traces/fanout.py); the channel layer carries the events only to other processes. A run's lane
+(its events in order) lives in its entry of the run registry (traces/run_registry.py) while
+anything waits in it. A status
 waits until everything before it is published, so a final status never overtakes a step.
 
 A run always ends with an honest status. The steps the runtime writes while a run ends (its
@@ -37,6 +39,7 @@ from django.utils import timezone
 
 from traces import fanout, startup
 from traces.models import Run
+from traces.run_registry import REGISTRY
 from traces.schema import ACTIVE_STATUSES, FINISHED_STATUSES
 from traces.schema import Step as StepRecord
 from traces.startup import mark_interrupted  # noqa: F401  (its old home; serve and tests)
@@ -123,8 +126,7 @@ class _Lane:
             if message is not None:
                 fanout.publish(self.run_id, message)
         if not self.entries:
-            if _LANES.get(self.run_id) is self:
-                del _LANES[self.run_id]
+            REGISTRY.clear(self.run_id, "lane", only=self)
             if self.idle is not None and not self.idle.done():
                 self.idle.set_result(None)
 
@@ -135,14 +137,13 @@ class _Lane:
             await asyncio.shield(self.idle)
 
 
-_LANES: dict[int, _Lane] = {}  # run id -> its lane, while anything waits to be published
-
-
 def _lane(run_id: int) -> _Lane:
+    """The run's lane (in its registry entry while anything waits to be published)."""
     loop = asyncio.get_running_loop()
-    lane = _LANES.get(run_id)
+    entry = REGISTRY.hold(run_id)
+    lane = entry.lane
     if lane is None or lane.loop is not loop:  # a lane left by a loop that is gone (tests)
-        lane = _LANES[run_id] = _Lane(run_id, loop)
+        lane = entry.lane = _Lane(run_id, loop)
     return lane
 
 
@@ -315,8 +316,9 @@ class Recorder:
 
     async def flush(self) -> None:
         """Wait until everything handed over so far is published."""
-        if (lane := _LANES.get(self.run_id)) is not None:
-            await lane.drained()
+        entry = REGISTRY.entry(self.run_id)
+        if entry is not None and entry.lane is not None:
+            await entry.lane.drained()
 
     def saved(self) -> set[int]:  # for the writer (traces.writer.Owner)
         return self._saved

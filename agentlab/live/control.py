@@ -5,7 +5,8 @@ A `RunControl` is three things to one run: its `checkpoint` and `approver` hooks
 `tasks.launch`), a watcher sink (it sees every recorded step, for breakpoints "after" a step),
 and the target of the controls a WebSocket consumer forwards. Waiting is an asyncio future per
 pause, so the run's task sleeps and the socket stays free; cancel reaches the task through
-`tasks.cancel`. `CONTROLS` maps run id -> control, for this process only.
+`tasks.cancel`. A run's control is part of its entry in this process's run registry
+(traces/run_registry.py), until its task is done.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from django.conf import settings
 from agentlab.runs import tasks
 from agentlab.runtime.context import Approval
 from traces.recorder import Recorder
+from traces.run_registry import REGISTRY
 from traces.schema import Step
 
 LLM_REQUEST_KEYS = ("messages", "tools", "tool_choice", "response_format", "stop",
@@ -309,19 +311,17 @@ def _decide_once(future: asyncio.Future[Any], decision: Approval) -> None:
 
 # ---------------------------------------------------------------------- this process's runs
 
-CONTROLS: dict[int, RunControl] = {}
-
-
 def get(run_id: int) -> RunControl | None:
-    return CONTROLS.get(run_id)
+    entry = REGISTRY.entry(run_id)
+    return entry.control if entry is not None else None
 
 
 def start(run: Any, settings: DebugSettings | None = None, **hooks: Any) -> RunControl:
     """Launch `run` (a traces Run) in this loop under a new RunControl; call from async code."""
     control = RunControl(run.pk, settings=settings or DebugSettings())
-    CONTROLS[run.pk] = control
+    REGISTRY.put(run.pk, control=control)
     task = tasks.launch(run, checkpoint=control.checkpoint, approver=control.approve,
                          watchers=(control,), **hooks)
-    task.add_done_callback(lambda _t: CONTROLS.pop(run.pk, None))
+    task.add_done_callback(lambda _t: REGISTRY.clear(run.pk, "control", only=control))
     return control
 

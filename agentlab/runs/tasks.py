@@ -2,7 +2,9 @@
 and the per-user limit on runs going at once (`ensure_room`).
 
 Consumers, views and commands only forward to a run (cancel, controls through agentlab.live);
-nothing waits on one in a request.
+nothing waits on one in a request. A run's task and its RunContext are parts of its entry in
+the process's run registry (traces/run_registry.py): `REGISTRY.held()` lists the runs
+executing here.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from traces.models import Run
 from traces.otel import live
 from traces.otel.stream import LiveSink
 from traces.recorder import Recorder
+from traces.run_registry import REGISTRY
 from traces.workers import worker_id
 
 
@@ -50,32 +53,29 @@ async def execute_run(run: Run, *, watchers: tuple[Any, ...] = (),
     if prepare is not None:
         prepare(ctx)
     paradigm = get_paradigm(run.paradigm)()
-    RUNNING[run.pk] = ctx
+    REGISTRY.put(run.pk, context=ctx)  # for cancel / pause / approvals
     try:
         async with slots.computing():  # a few runs compute at once; see runtime/slots.py
             return await execute(paradigm, ctx, run.input)
     finally:
-        RUNNING.pop(run.pk, None)
-
-
-# Runs being executed by this process: run id -> its context (for cancel / pause / approvals).
-RUNNING: dict[int, RunContext] = {}
-TASKS: dict[int, asyncio.Task[RunOutcome]] = {}
+        REGISTRY.clear(run.pk, "context", only=ctx)
 
 
 def launch(run: Run, **hooks: Any) -> asyncio.Task[RunOutcome]:
-    """Start `run` as an asyncio task of this process's loop; consumers only forward to it."""
+    """Start `run` as an asyncio task of this process's loop; consumers only forward to it.
+    The registry holds the task until it is done."""
     task = asyncio.get_running_loop().create_task(execute_run(run, **hooks), name=f"run-{run.pk}")
-    TASKS[run.pk] = task
-    task.add_done_callback(lambda _t: TASKS.pop(run.pk, None))
+    REGISTRY.put(run.pk, task=task)
+    task.add_done_callback(lambda _t: REGISTRY.clear(run.pk, "task", only=task))
     return task
 
 
 def cancel(run_id: int) -> bool:
-    ctx = RUNNING.get(run_id)
-    if ctx is None:
+    """Cancel the run if its loop executes in this process; False if it does not."""
+    entry = REGISTRY.entry(run_id)
+    if entry is None or entry.context is None:
         return False
-    ctx.cancel()
+    entry.context.cancel()
     return True
 
 

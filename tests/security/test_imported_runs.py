@@ -27,12 +27,12 @@ from django.utils import timezone
 
 from agentlab.live import control as live
 from agentlab.models import Agent, ModelProfile, Tool
-from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
 from agentlab.runs.tasks import execute_run
 from tests.fake_openai import FakeOpenAI, RawServer, Reply
 from traces.bundle import export_bundle
 from traces.models import Run, Step
+from traces.run_registry import REGISTRY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -169,7 +169,7 @@ async def ended(task: asyncio.Task, timeout: float = 10.0) -> Any:
 
 
 async def finished(pk: int) -> Run:
-    if task := tasks.TASKS.get(pk):
+    if task := REGISTRY.task(pk):
         async with asyncio.timeout(30):
             await ended(task)
     return await Run.objects.aget(pk=pk)
