@@ -26,6 +26,13 @@ class AgentLabConfig(AppConfig):
         # Pages say "ReAct", "Plan-and-Execute"; traces asks without importing agentlab.
         labels.register_paradigm_names(paradigm_label)
         labels.register_scores(run_scores)
+        from django.conf import settings
+
+        if settings.AGENTLAB_RUNS_ON == "workers":  # runs go to `manage.py worker` processes
+            from agentlab.live import engine
+            from agentlab.workers.engine import WorkerEngine
+
+            engine.use(WorkerEngine())
 
 
 def sync_tool_rows(**kwargs: object) -> None:

@@ -177,6 +177,21 @@ AGENTLAB_SOCKET_OUTBOX = env_int("AGENTLAB_SOCKET_OUTBOX", 2_000)
 # Steps read from the database and sent per page of a sync's backfill.
 AGENTLAB_BACKFILL_PAGE = env_int("AGENTLAB_BACKFILL_PAGE", 200)
 
+# -- Where runs execute (docs/ARCHITECTURE.md "Runs on workers") ---------------------------------
+# "web": asyncio tasks of the web process (the embedded default). "workers": procrastinate jobs
+# run by `manage.py worker` processes; needs PostgreSQL (DATABASE_URL) and Redis (REDIS_URL).
+AGENTLAB_RUNS_ON = os.environ.get("AGENTLAB_RUNS_ON", "web").strip().lower() or "web"
+if AGENTLAB_RUNS_ON not in ("web", "workers"):
+    raise ValueError(f'AGENTLAB_RUNS_ON must be "web" or "workers", not {AGENTLAB_RUNS_ON!r}')
+# A worker silent this long (no heartbeat, s) has its runs taken over by another worker.
+AGENTLAB_TAKEOVER_S = env_int("AGENTLAB_TAKEOVER_S", 10)
+# SIGTERM: a worker takes no new run and finishes the ones it holds for at most this long (s).
+AGENTLAB_WORKER_GRACE_S = env_int("AGENTLAB_WORKER_GRACE_S", 600)
+# Database connections of a worker's job queue (its runs' steps use Django's own).
+AGENTLAB_WORKER_POOL = env_int("AGENTLAB_WORKER_POOL", 4)
+# Seconds a control (pause, cancel, approve…) waits for the worker holding the run to answer.
+AGENTLAB_CONTROL_REPLY_S = env_int("AGENTLAB_CONTROL_REPLY_S", 5)
+
 
 # -- OpenTelemetry (docs/INTEROP.md) -----------------------------------------------------------
 # The project every exported span names (openinference.project.name: Phoenix's project).

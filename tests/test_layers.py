@@ -29,7 +29,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                        "agentlab.guardrail_rows", "agentlab.mail", "agentlab.secrets",
                        "agentlab.runs")),
     ("features", ("agentlab.chat", "agentlab.compare", "agentlab.evals", "agentlab.dashboard",
-                  "agentlab.forks", "agentlab.live", "agentlab.bench", "agentlab.code_agents")),
+                  "agentlab.forks", "agentlab.live", "agentlab.bench", "agentlab.code_agents",
+                  "agentlab.workers")),
     ("project", ("agentlab",)),
 )
 # The pure core: unit-tested without a database.

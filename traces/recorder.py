@@ -43,7 +43,7 @@ from traces.run_registry import REGISTRY
 from traces.schema import ACTIVE_STATUSES, FINISHED_STATUSES
 from traces.schema import Step as StepRecord
 from traces.startup import mark_interrupted  # noqa: F401  (its old home; serve and tests)
-from traces.workers import worker_id
+from traces.workers import owner_id
 from traces.writer import WRITER
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def _save_status(run_id: int, status: str, detail: dict[str, Any]) -> None:
     fields: dict[str, Any] = {"status": status}
     now = timezone.now()
     if status == "running":
-        fields |= {"worker": worker_id()}
+        fields |= {"worker": owner_id()}
         Run.objects.filter(pk=run_id, started_at__isnull=True).update(started_at=now)
     if status in FINISHED_STATUSES:
         fields["finished_at"] = now

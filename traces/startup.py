@@ -28,7 +28,7 @@ from django.utils import timezone
 from traces import bundle_store
 from traces.models import Run
 from traces.schema import ACTIVE_STATUSES
-from traces.workers import left_by_dead_process
+from traces.workers import ENGINE_PREFIX, left_by_dead_process
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,9 @@ _LOCK = threading.Lock()
 def mark_interrupted() -> int:
     """Runs left active by a dead process, or queued and unowned for more than
     QUEUED_GRACE_S, become `interrupted`; returns the count."""
-    active = Run.objects.active().exclude(worker="").only("pk", "worker")
+    # Runs of a task engine's workers are the engine's to recover (traces.workers.ENGINE_PREFIX).
+    active = (Run.objects.active().exclude(worker="")
+              .exclude(worker__startswith=ENGINE_PREFIX).only("pk", "worker"))
     dead = [run.pk for run in active if left_by_dead_process(run.worker)]
     stale = timezone.now() - timedelta(seconds=QUEUED_GRACE_S)
     dead += list(Run.objects.filter(status="queued", worker="", created__lt=stale)

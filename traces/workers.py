@@ -29,6 +29,9 @@ from pathlib import Path
 _ID = re.compile(r"^(?P<host>[^:/@]*):(?P<pid>\d+)"
                  r"(?:/(?P<start>\d+)@(?P<boot>[0-9a-f]+)\.(?P<place>[0-9a-f]+))?$")
 _PROC = Path("/proc")
+# Run.worker of a run executed by a task engine's worker (agentlab.workers): "engine:<id>".
+# The engine recovers those runs (another worker takes them over), not the start-up sweep.
+ENGINE_PREFIX = "engine:"
 HOST_CHARS = 100  # of the host name kept in an id (Run.worker is a CharField of 200)
 
 
@@ -65,6 +68,20 @@ def this_process() -> Identity:
 def worker_id() -> str:
     """This process's worker id (computed once per process: it tags every fanout message)."""
     return _mine()[1]
+
+
+_ENGINE_WORKER: set[int] = set()  # pids of processes that are a task engine's workers
+
+
+def become_engine_worker() -> None:
+    """This process executes runs for a task engine: the runs it holds are marked so."""
+    _ENGINE_WORKER.add(os.getpid())
+
+
+def owner_id() -> str:
+    """What this process writes as the owner of a run it executes (`Run.worker`)."""
+    prefix = ENGINE_PREFIX if os.getpid() in _ENGINE_WORKER else ""
+    return prefix + worker_id()
 
 
 def _mine() -> tuple[Identity, str]:

@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from agentlab.chat import turns
 from agentlab.chat.models import Conversation
 from agentlab.live import control as live
+from agentlab.live import engine
 from agentlab.live.frames import LiveConsumer
 from agentlab.runs import tasks
 
@@ -41,6 +42,6 @@ class ChatConsumer(LiveConsumer):
             turn = await turns.add_turn(self.conversation_id, message)
         except tasks.RunLimit as exc:
             raise live.ControlError(str(exc)) from None
-        live.start(turn.run)
+        await engine.submit(turn.run)
         await self.send_json({"type": "turn", "run": turn.run_id, "position": turn.position,
                               "html": await turns.turn_html(turn)})

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 
 from agentlab.compare.models import MIN_AGENTS, Comparison, ComparisonEntry
-from agentlab.live import control as live
+from agentlab.live import engine
 from agentlab.models import Agent
 from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
@@ -51,11 +51,12 @@ def rerun_agents(comparison: Comparison) -> list[Agent]:
     return agents
 
 
-def launch_all(runs: Sequence[Run]) -> None:
-    """Start every run as a task of the running loop (daphne's): they run concurrently, each
-    under a live.RunControl so its column and run page can pause, step and cancel it."""
+async def launch_all(runs: Sequence[Run]) -> None:
+    """Start every run (as a task of daphne's loop, or on the workers: live/engine.py): they
+    run concurrently, each under a live.RunControl so its column and run page can pause, step
+    and cancel it."""
     for run in runs:
-        live.start(run)
+        await engine.submit(run)
 
 
 def round_entries(comparison: Comparison, number: int) -> list[ComparisonEntry]:

@@ -40,7 +40,7 @@ async def index(request: HttpRequest) -> HttpResponse:
             form.add_error(None, f"A chosen agent cannot run: {exc}")
         else:
             # Runs are tasks of this (daphne's) loop, so they outlive the request.
-            rounds.launch_all(runs)
+            await rounds.launch_all(runs)
             return redirect("compare:detail", pk=comparison.pk)
     return await sync_to_async(_render_index)(request, user, form)
 
@@ -62,7 +62,7 @@ async def rerun(request: HttpRequest, pk: int) -> HttpResponse:
     except ValueError as exc:  # too few agents left, or tasks.RunLimit (nothing saved)
         messages.error(request, str(exc))
         return redirect("compare:detail", pk=pk)
-    rounds.launch_all(runs)
+    await rounds.launch_all(runs)
     return redirect("compare:detail", pk=pk)
 
 

@@ -82,7 +82,7 @@ class ReplayPlan:
     def prepare(self, ctx: RunContext) -> None:
         """The runner's hook: wrap the context's models, tools, approvals and sink."""
         ctx.models = replay_models(ctx.models, self.recording)
-        ctx.sink = MarkingSink(ctx.sink, self)
+        ctx.sink = self.wrap_sink(ctx.sink)
         if self.tools is not None:
             ctx.executor = RecordedExecutor(ctx.executor, self.tools)
             ctx.approver = self.tools.approver(ctx.approver)
@@ -92,6 +92,10 @@ class ReplayPlan:
             models=replay_models(spec.models, self.recording) if spec.models else None,
             executor=self._executor(spec.executor),
         ) for name, spec in ctx.agents.items()}
+
+    def wrap_sink(self, inner: Any) -> Any:
+        """The sink the new run records through: marks what came from the record."""
+        return MarkingSink(inner, self)
 
     def _executor(self, executor: ToolExecutor | None) -> ToolExecutor | None:
         if executor is None or self.tools is None:

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 
 from agentlab.live import control as live
+from agentlab.live import engine
 from agentlab.live.frames import LiveConsumer
 from agentlab.runs import tasks
 from traces import access, fanout
@@ -25,6 +26,7 @@ from traces.fanout import group_name
 from traces.models import Run, Step
 from traces.schema import FINISHED_STATUSES
 
+HELD_STATUSES = ("running", "paused")  # a process holds the run (a queued one: nobody yet)
 OVERFLOW = 1013  # "try again later": the browser reconnects and re-syncs from the database
 CONTROL_ACTIONS = ("pause", "resume", "step", "cancel", "edit", "approve", "deny")
 RUN_EVENTS = ("run.step", "run.token", "run.status", "run.approval")  # the group's messages
@@ -142,13 +144,14 @@ class RunConsumer(LiveConsumer):
             self.hear(event)
 
     async def send_state(self, run: dict[str, Any]) -> None:
-        control = live.get(self.run_id)
-        detail = control.detail() if control and run["status"] == "paused" else {}
+        # Asked of this process's RunControl, or of the worker holding the run.
+        held = await engine.state(self.run_id) if run["status"] in HELD_STATUSES else None
+        detail = held["detail"] if held and run["status"] == "paused" else {}
         frame = {"type": "status", "status": run["status"], "detail": detail}
-        if control:  # the run's step mode and breakpoints now, for the page's checkboxes
-            frame["debug"] = control.settings.to_dict()
+        if held:  # the run's step mode and breakpoints now, for the page's checkboxes
+            frame["debug"] = held["debug"]
         await self.send_json(frame)
-        for message in control.approval_messages() if control else []:
+        for message in held["approvals"] if held else []:
             await self.send_json({"type": "approval", **_approval(message)})
         if run["status"] in FINISHED_STATUSES:
             await self.send_json(_final(run["status"], run["final_answer"], run["error"],
@@ -161,22 +164,18 @@ class RunConsumer(LiveConsumer):
             raise live.ControlError(str(exc)) from None
         if run is None:
             raise live.ControlError("the run has already started")
-        live.start(run, self.settings)
+        await engine.submit(run, self.settings)  # here, or on a worker (live/engine.py)
 
     async def do_debug(self, frame: dict[str, Any]) -> None:
         debug = live.DebugSettings.from_frame(frame)
-        if control := live.get(self.run_id):
-            await control.act(frame)
-        elif await tasks.is_queued(self.run_id):
+        if live.get(self.run_id) is None and await tasks.is_queued(self.run_id):
             self.settings = debug  # applied when this socket starts the run
         else:
-            raise live.ControlError("the run is not active")
+            await engine.control(self.run_id, frame)
 
     async def forward(self, frame: dict[str, Any]) -> None:
-        control = live.get(self.run_id)
-        if control is None:
-            raise live.ControlError("the run is not active")
-        await control.act(frame)
+        """To the run's RunControl: in this process, or on the worker that holds the run."""
+        await engine.control(self.run_id, frame)
 
     do_pause = do_resume = do_step = do_cancel = do_edit = do_approve = do_deny = forward
 

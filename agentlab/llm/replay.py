@@ -126,12 +126,13 @@ class Recording:
     """The recorded LLM calls of one source run, consumed by the replay models of all roles.
 
     `fork_at=k` serves only the calls of steps <= k (a fork: live after k); `edited_reply`
-    replaces fields of step k's reply (the user's edit). `divergences`, `live_calls` and
+    replaces fields of step k's reply (the user's edit); `paid` keeps a served reply's cost (a
+    run taken over re-reads its own calls, which it did pay for). `divergences`, `live_calls` and
     `unused` say how the new run followed the record; `claim` tells which request got what."""
 
     def __init__(self, calls: Sequence[RecordedCall | tuple[int, dict, dict]], *,
                  fork_at: int | None = None, edited_reply: Mapping[str, Any] | None = None,
-                 window: int = WINDOW) -> None:
+                 window: int = WINDOW, paid: bool = False) -> None:
         entries = sorted((c if isinstance(c, RecordedCall) else RecordedCall(*c) for c in calls),
                          key=lambda c: c.seq)
         self.pending = [c for c in entries if fork_at is None or c.seq <= fork_at]
@@ -139,6 +140,7 @@ class Recording:
         self.fork_at = fork_at
         self.edited_reply = dict(edited_reply) if edited_reply else None
         self.window = window
+        self.paid = paid
         self.diverged = False
         self.divergences: list[Divergence] = []
         self.served: list[int] = []  # source seqs, in the order they were served
@@ -189,8 +191,11 @@ class Recording:
         edited = self.edited_reply is not None and call.seq == self.fork_at
         if edited:
             response = {**response, **self.edited_reply}
-        # Nothing was paid for a served reply; its usage stays, so token budgets act the same.
-        result = dataclasses.replace(result_from_dict(response), cost_usd=0.0)
+        # Nothing was paid for a served reply (unless it is this run's own, `paid`); its usage
+        # stays, so token budgets act the same.
+        result = result_from_dict(response)
+        if not self.paid:
+            result = dataclasses.replace(result, cost_usd=0.0)
         return Outcome("edited" if edited else "replayed", call.seq), result
 
     def _diverge(self, divergence: Divergence) -> tuple[Outcome, None]:

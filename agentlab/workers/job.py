@@ -1,0 +1,75 @@
+"""The job a worker executes for one run (its process: agentlab.workers.process).
+
+`execute(run_id, debug)` claims the run for this worker (its `Run.worker` becomes
+`engine:<this process>`, which the start-up sweep of traces.startup leaves to the engine),
+then runs it exactly as a web process would (agentlab.live.control.start: recorder, fanout,
+RunControl), its control group joined while it runs here. A run that another worker had
+started (a retried job: that worker stopped) continues from its trace (takeover.py).
+
+`serve()` is what `manage.py worker` runs: procrastinate's worker (one event loop, up to
+`concurrency` runs at once, a heartbeat every second), the control relay, and the sweep that
+hands the jobs of a worker silent for AGENTLAB_TAKEOVER_S back to the queue
+(procrastinate's `get_stalled_jobs` + `retry_job`), so another worker takes them over.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from django.db import transaction
+
+from agentlab.live import control as live
+from agentlab.workers.relay import RELAY
+from agentlab.workers.takeover import plan_takeover
+from traces.models import Run
+from traces.run_registry import REGISTRY
+from traces.schema import ACTIVE_STATUSES
+from traces.workers import owner_id, worker_id
+
+log = logging.getLogger(__name__)
+
+
+@database_sync_to_async
+def claim(run_id: int) -> tuple[Run, str | None] | None:
+    """The run, now this worker's; with the worker it was taken from when another had started
+    it (None for a queued run). None when the run is over (cancelled or swept meanwhile)."""
+    with transaction.atomic():
+        row = (Run.objects.select_for_update().filter(pk=run_id)
+               .values("status", "worker").first())
+        if row is None or row["status"] not in ACTIVE_STATUSES:
+            return None
+        Run.objects.filter(pk=run_id).update(worker=owner_id())
+    previous = row["worker"] if row["status"] != "queued" else None
+    return Run.objects.select_related("user").get(pk=run_id), previous
+
+
+async def execute(context: Any, run_id: int, debug: dict[str, Any] | None = None) -> None:
+    """procrastinate's task body (registered in agentlab.workers.app)."""
+    claimed = await claim(run_id)
+    if claimed is None:
+        log.info("run %s is no longer active; nothing to execute", run_id)
+        return
+    run, previous = claimed
+    prepare = None
+    if previous is not None:
+        plan = await sync_to_async(plan_takeover)(run, by=worker_id(), previous=previous)
+        prepare = plan.prepare
+        log.warning("run %s taken over from %s after step %s", run_id, previous,
+                    plan.resume_after)
+    settings_ = live.DebugSettings.from_frame(debug or {})
+    live.start(run, settings_, prepare=prepare)
+    task = REGISTRY.task(run_id)
+    assert task is not None
+    relay = RELAY[0] if RELAY else None
+    if relay is not None:
+        await relay.hold(run_id)
+    try:
+        # A worker stopped past its grace cancels the job, and with it the run: it ends
+        # `cancelled`, recorded (SIGTERM gives the runs AGENTLAB_WORKER_GRACE_S to finish).
+        await task
+    finally:
+        if relay is not None:
+            await relay.release(run_id)

@@ -1,0 +1,63 @@
+"""A worker process, what `manage.py worker` runs: procrastinate's worker (one event loop,
+up to `concurrency` runs at once, a heartbeat every second), the control relay, and the sweep
+that hands the jobs of a worker silent for AGENTLAB_TAKEOVER_S back to the queue
+(procrastinate's `get_stalled_jobs` + `retry_job`), so another worker takes them over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from agentlab.workers.app import QUEUE, worker_app
+from agentlab.workers.relay import RELAY, Relay
+from traces import startup
+from traces.workers import become_engine_worker, worker_id
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_S = 1.0
+
+
+async def hand_back_stalled(app: Any) -> None:
+    """Every second: the jobs of workers silent for AGENTLAB_TAKEOVER_S go back to the queue."""
+    while True:
+        await asyncio.sleep(HEARTBEAT_S)
+        try:
+            stalled = await app.job_manager.get_stalled_jobs(
+                seconds_since_heartbeat=settings.AGENTLAB_TAKEOVER_S)
+            for job in stalled:
+                log.warning("job %s (run %s) of a silent worker goes back to the queue",
+                            job.id, job.task_kwargs.get("run_id"))
+                await app.job_manager.retry_job(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # another worker retried it first, or the database blinked
+            log.debug("the stalled-job sweep failed this time", exc_info=True)
+
+
+async def serve(concurrency: int) -> None:
+    """One worker process: runs until SIGTERM/SIGINT, then finishes the runs it holds (for at
+    most AGENTLAB_WORKER_GRACE_S) and exits."""
+    become_engine_worker()  # its runs' owner is "engine:…": the engine recovers them
+    await sync_to_async(startup.sweep_once)()
+    app = worker_app()
+    async with app.open_async():
+        relay = await Relay().start()
+        RELAY[:] = [relay]
+        sweeper = asyncio.get_running_loop().create_task(hand_back_stalled(app))
+        try:
+            await app.run_worker_async(
+                queues=[QUEUE], concurrency=concurrency, name=worker_id(),
+                update_heartbeat_interval=HEARTBEAT_S,
+                stalled_worker_timeout=settings.AGENTLAB_TAKEOVER_S,
+                fetch_job_polling_interval=1.0,
+                shutdown_graceful_timeout=settings.AGENTLAB_WORKER_GRACE_S)
+        finally:
+            sweeper.cancel()
+            await relay.stop()
+            RELAY.clear()

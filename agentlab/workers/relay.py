@@ -1,0 +1,100 @@
+"""Controls and state requests for a run, from any web process to the worker that holds it.
+
+A worker process listens on one channel of the channel layer (Redis in the scale profile) and
+adds it to the control group of every run it holds (`control_group`). A web process sends a
+control frame — already authorized there, per frame, by traces.access like any other — or a
+state request to that group with a reply channel of its own, and waits for the answer at most
+AGENTLAB_CONTROL_REPLY_S: the worker follows the frame on the run's RunControl and answers
+"done" or the ControlError's text, which the browser shows as it is. The effect (paused,
+running, an approval decided) reaches every watching browser as any step does: the worker
+records it, and fanout sends it to the run's watchers in every process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from agentlab.live import control as live
+from agentlab.live import engine
+
+log = logging.getLogger(__name__)
+
+NOT_HELD = "the run is not active"
+
+
+def control_group(run_id: int) -> str:
+    """The channel-layer group of whoever holds run `run_id` (one worker at a time)."""
+    return f"run-control-{run_id}"
+
+
+async def ask(run_id: int, message: dict[str, Any], timeout: float | None = None
+              ) -> dict[str, Any] | None:
+    """Send `message` to the holder of the run and wait for its reply; None when nobody
+    answered in time (no worker holds the run now)."""
+    layer = get_channel_layer()
+    # The layer's default prefix: channels-redis reads every process-local channel through
+    # one list per prefix, which this process's consumers are already reading.
+    reply_to = await layer.new_channel()
+    await layer.group_send(control_group(run_id), {**message, "run_id": run_id,
+                                                   "reply_to": reply_to})
+    wait = settings.AGENTLAB_CONTROL_REPLY_S if timeout is None else timeout
+    try:
+        return await asyncio.wait_for(layer.receive(reply_to), wait)
+    except TimeoutError:
+        return None
+
+
+class Relay:
+    """A worker's end: the control groups of the runs it holds, and the answers."""
+
+    def __init__(self) -> None:
+        self.layer = get_channel_layer()
+        self.channel = ""
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> Relay:
+        self.channel = await self.layer.new_channel()
+        self._task = asyncio.get_running_loop().create_task(self._serve(), name="relay")
+        return self
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def hold(self, run_id: int) -> None:
+        await self.layer.group_add(control_group(run_id), self.channel)
+
+    async def release(self, run_id: int) -> None:
+        await self.layer.group_discard(control_group(run_id), self.channel)
+
+    async def _serve(self) -> None:
+        while True:
+            message = await self.layer.receive(self.channel)
+            try:  # one at a time: controls of a run are followed in the order they came
+                await self._answer(message)
+            except Exception:  # a malformed message must not stop the relay
+                log.exception("a control message could not be answered: %r", message)
+
+    async def _answer(self, message: dict[str, Any]) -> None:
+        run_id, reply_to = message.get("run_id"), message.get("reply_to")
+        if not isinstance(run_id, int) or not isinstance(reply_to, str):
+            return
+        control = live.get(run_id)
+        reply: dict[str, Any] = {"type": "run.reply", "ok": False, "error": NOT_HELD}
+        if control is not None and message.get("type") == "run.control":
+            try:
+                await control.act(message["frame"])
+                reply = {"type": "run.reply", "ok": True}
+            except live.ControlError as exc:
+                reply["error"] = str(exc)
+        elif control is not None and message.get("type") == "run.state":
+            reply = {"type": "run.reply", "ok": True, "state": engine.local_state(control)}
+        await self.layer.send(reply_to, reply)
+
+
+RELAY: list[Relay] = []  # this worker process's relay, once started (agentlab.workers.job)

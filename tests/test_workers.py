@@ -1,0 +1,257 @@
+"""Runs on workers (AGENTLAB_RUNS_ON=workers): real `manage.py worker` processes execute the
+runs this process's sockets start, over the real PostgreSQL (the queue: procrastinate) and
+Redis (the channel layer) of the scale profile (`python -m pytest -p tests.scale_profile`);
+skipped on SQLite. The model is the scripted one (tests/fake_openai.py, real HTTP from the
+workers), so each run's path is known: one calculator call, then the answer.
+
+This test process plays the web process: its sockets (Channels' communicator, the real
+consumer) start runs through the workers' engine, watch them and send controls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection
+
+from agentlab.bench.servers import database_url
+from agentlab.live import engine
+from agentlab.runs.snapshot import create_run
+from agentlab.workers.engine import WorkerEngine
+from tests.fake_openai import Delay, Reply
+from tests.test_consumers import connect, frames_until, is_type, paused, synced
+from tests.waiting import await_until
+from traces.models import Run, Step
+from traces.workers import ENGINE_PREFIX, parse_worker
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parent.parent
+CALL = Reply(tool_calls=[("calculator", '{"expression": "6*7"}')])
+ANSWER = Reply(text="6 times 7 is 42.")
+TAKEOVER_S = 3
+
+
+@pytest.fixture(autouse=True)
+def _postgres_and_redis() -> None:
+    if connection.vendor != "postgresql" or not os.environ.get("REDIS_URL"):
+        pytest.skip("runs on workers need PostgreSQL and Redis: run with -p tests.scale_profile")
+
+
+class Workers:
+    """`manage.py worker` processes on this test's database and Redis."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.env = {**os.environ, "DATABASE_URL": database_url(connection.settings_dict),
+                    "AGENTLAB_RUNS_ON": "workers", "AGENTLAB_TAKEOVER_S": str(TAKEOVER_S),
+                    "AGENTLAB_WORKER_GRACE_S": "60", "PYTHONUNBUFFERED": "1"}
+
+    def start(self, count: int = 1) -> list[subprocess.Popen[bytes]]:
+        new = [subprocess.Popen([sys.executable, "manage.py", "worker", "--concurrency", "20"],
+                                cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE) for _ in range(count)]
+        self.procs += new
+        return new
+
+    async def ready(self, count: int) -> None:
+        """Until `count` workers have registered with the queue (they heartbeat from then)."""
+        async def enough() -> bool:
+            return await sync_to_async(self.registered)() >= count
+
+        await await_until(enough, timeout=60, message=f"{count} workers registered")
+
+    def registered(self) -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM procrastinate_workers")
+            return cursor.fetchone()[0]
+
+    def holder(self, run: Run) -> subprocess.Popen[bytes]:
+        run.refresh_from_db()
+        assert run.worker.startswith(ENGINE_PREFIX), run.worker
+        identity = parse_worker(run.worker.removeprefix(ENGINE_PREFIX))
+        assert identity is not None
+        return next(p for p in self.procs if p.pid == identity.pid)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            if proc.stderr is not None:  # shown by pytest when the test failed
+                print(f"worker {proc.pid}:", proc.stderr.read().decode()[-3000:])
+                proc.stderr.close()
+
+
+@pytest.fixture
+def workers(fake_llm) -> Iterator[Workers]:
+    with connection.cursor() as cursor:  # jobs and workers of earlier tests
+        cursor.execute("TRUNCATE procrastinate_jobs, procrastinate_events, "
+                       "procrastinate_workers CASCADE")
+    pool = Workers()
+    yield pool
+    pool.stop()
+
+
+@pytest.fixture
+async def on_workers() -> AsyncIterator[None]:
+    """This process is a web process whose runs go to the workers."""
+    engine.use(WorkerEngine())
+    yield
+    engine.use(engine.InProcess())
+
+
+async def start_on_socket(run: Run, user: Any, **debug: Any):
+    comm = await connect(run.pk, user)
+    await synced(comm)
+    if debug:
+        await comm.send_json_to({"action": "debug", **debug})
+    await comm.send_json_to({"action": "start"})
+    return comm
+
+
+def ended(f: dict) -> bool:
+    return f["type"] == "final"
+
+
+def trace(run: Run) -> list[tuple[int, str, str, str]]:
+    return [(s.seq, s.kind, s.name, s.status) for s in Step.objects.filter(run=run)
+            .order_by("seq")]
+
+
+async def test_a_run_started_here_executes_on_a_worker_and_streams_back(
+        workers, on_workers, calc_agent, user, fake_llm):
+    fake_llm.script(CALL, ANSWER)
+    workers.start(1)
+    await workers.ready(1)
+    run = await sync_to_async(create_run)(calc_agent, user, "What is 6*7?")
+    comm = await start_on_socket(run, user)
+    frames = await frames_until(comm, ended, timeout=60)
+    assert frames[-1]["status"] == "succeeded" and frames[-1]["answer"] == "6 times 7 is 42."
+    assert [f["seq"] for f in frames if f["type"] == "step"], "steps reached this socket"
+    await comm.disconnect()
+    held = await sync_to_async(workers.holder)(run)
+    assert held.pid != os.getpid()  # executed by the worker process, not here
+
+
+async def test_a_run_queued_while_no_worker_is_up_starts_when_one_comes(
+        workers, on_workers, calc_agent, user, fake_llm):
+    fake_llm.script(CALL, ANSWER)
+    run = await sync_to_async(create_run)(calc_agent, user, "What is 6*7?")
+    comm = await start_on_socket(run, user)
+    await asyncio.sleep(0)  # the job is in the queue; nobody executes it
+    assert (await Run.objects.aget(pk=run.pk)).status == "queued"
+    workers.start(1)
+    frames = await frames_until(comm, ended, timeout=90)
+    assert frames[-1]["status"] == "succeeded"
+    await comm.disconnect()
+
+
+async def test_controls_from_this_process_reach_the_worker_holding_the_run(
+        workers, on_workers, calc_agent, user, fake_llm):
+    """Step mode set before the start; the worker pauses, this socket and a second one see
+    it; step, then resume with step mode off; a control the run cannot follow is refused
+    with the worker's reason; a cancelled run ends cancelled."""
+    fake_llm.script(CALL, ANSWER, CALL, ANSWER)
+    workers.start(1)
+    await workers.ready(1)
+    run = await sync_to_async(create_run)(calc_agent, user, "What is 6*7?")
+    comm = await start_on_socket(run, user, step_mode=True)
+    first = await frames_until(comm, paused, timeout=60)
+    assert "step mode" in first[-1]["detail"]["reason"]
+    watcher = await connect(run.pk, user)  # a second socket: state asked of the worker
+    state = await synced(watcher)
+    status = next(f for f in state if f["type"] == "status")
+    assert status["status"] == "paused" and status["debug"]["step_mode"] is True
+    await comm.send_json_to({"action": "approve", "seq": 999})
+    refused = await frames_until(comm, is_type("error"), timeout=20)
+    assert "step 999 is not waiting for an approval" in refused[-1]["error"]
+    await comm.send_json_to({"action": "debug", "step_mode": False})
+    await comm.send_json_to({"action": "resume"})
+    done = await frames_until(watcher, ended, timeout=60)
+    assert done[-1]["status"] == "succeeded"
+    await comm.disconnect()
+
+    second = await sync_to_async(create_run)(calc_agent, user, "What is 6*7?")
+    comm = await start_on_socket(second, user, step_mode=True)
+    await frames_until(comm, paused, timeout=60)
+    await comm.send_json_to({"action": "cancel"})
+    done = await frames_until(comm, ended, timeout=60)
+    assert done[-1]["status"] == "cancelled"
+    await comm.disconnect()
+    await watcher.disconnect()
+
+
+async def test_a_killed_workers_run_is_taken_over_and_continues_from_its_trace(
+        workers, on_workers, calc_agent, user, fake_llm):
+    """The reference: the same run on a worker, uninterrupted. Then the worker holding a run
+    is killed (SIGKILL) while its second LLM call waits for the model: the other worker takes
+    the run over within the takeover time, serves the first call and the tool result from
+    the trace (the model is not asked again, the tool not run again), asks the interrupted
+    call again, and ends with the same answer and the same steps, once each; the first new
+    step says it was taken over."""
+    fake_llm.script(CALL, ANSWER)
+    workers.start(2)
+    await workers.ready(2)
+    reference = await sync_to_async(create_run)(calc_agent, user, "What is 6*7?")
+    comm = await start_on_socket(reference, user)
+    await frames_until(comm, ended, timeout=60)
+    await comm.disconnect()
+    expected = await sync_to_async(trace)(reference)
+
+    fake_llm.reset()
+    fake_llm.script(CALL, Delay(120, ANSWER), ANSWER)
+    run = await sync_to_async(create_run)(calc_agent, user, "What is 6*7?")
+    comm = await start_on_socket(run, user)
+    await await_until(lambda: len(fake_llm.requests) == 2, timeout=60,
+                      message="the run's second LLM call is waiting for the model")
+    before = await sync_to_async(trace)(run)
+    assert [s[1] for s in before if s[3] != "running"][:2] == ["llm", "tool"]
+    holder = await sync_to_async(workers.holder)(run)
+    holder.send_signal(signal.SIGKILL)
+    killed_at = time.time()
+    frames = await frames_until(comm, ended, timeout=90)
+    assert frames[-1]["status"] == "succeeded" and frames[-1]["answer"] == "6 times 7 is 42."
+    await comm.disconnect()
+
+    assert len(fake_llm.requests) == 3  # call 1 served from the trace; call 2 asked again
+    got = await sync_to_async(trace)(run)
+    assert [s[1:] for s in got] == [s[1:] for s in expected]  # same steps, once each
+    assert [s[0] for s in got] == list(range(1, len(got) + 1))
+    steps = [s async for s in Step.objects.filter(run=run).order_by("seq")]
+    marked = [s for s in steps if "taken_over" in s.meta]
+    assert len(marked) == 1 and marked[0].kind == "llm"
+    note = marked[0].meta["taken_over"]
+    assert note["after_seq"] == marked[0].seq - 1 and str(holder.pid) in note["from"]
+    new_holder = await sync_to_async(workers.holder)(run)
+    assert new_holder.pid != holder.pid
+    took = marked[0].started_at.timestamp() - killed_at
+    print(f"takeover: {took:.1f} s from SIGKILL to the run's next step on another worker")
+    assert took < TAKEOVER_S + 15
+
+
+async def test_sigterm_lets_the_worker_finish_its_runs_before_it_exits(
+        workers, on_workers, calc_agent, user, fake_llm):
+    fake_llm.script(CALL, Delay(2, ANSWER))
+    (proc,) = workers.start(1)
+    await workers.ready(1)
+    run = await sync_to_async(create_run)(calc_agent, user, "What is 6*7?")
+    comm = await start_on_socket(run, user)
+    await await_until(lambda: len(fake_llm.requests) == 2, timeout=60,
+                      message="the second call is under way")
+    proc.send_signal(signal.SIGTERM)
+    frames = await frames_until(comm, ended, timeout=60)
+    assert frames[-1]["status"] == "succeeded"
+    await comm.disconnect()
+    await await_until(lambda: proc.poll() is not None, timeout=30,
+                      message="the worker exits once its run is over")
