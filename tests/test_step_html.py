@@ -191,3 +191,14 @@ def test_empty_and_unsized_parts_and_a_run_that_says_it_is_done():
     empty = render({"kind": "tool", "name": "t", "text": "", "duration_ms": 5.0,
                     "tokens_in": 1, "tokens_out": 1, "cost_usd": 0.5})
     assert "XX" not in empty and "text-field" not in empty
+
+
+def test_a_step_taken_over_by_another_worker_says_so_and_by_whom():
+    note = {"by": "host:2/<b>", "from": "engine:host:1/7", "after_seq": 4, "at": "now"}
+    page = render({"kind": "llm", "name": "m", "output": {"text": "x"},
+                   "meta": {"taken_over": note}})
+    assert ('<span class="pill taken-over" title="the worker running this run '
+            '(engine:host:1/7) stopped; host:2/&lt;b&gt; continued it from its trace after '
+            'step 4">taken over</span>') in page
+    assert "pill taken-over" not in render({"kind": "llm", "name": "m",
+                                            "meta": {"taken_over": "x"}})

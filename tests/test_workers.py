@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
+from django.test import Client
+from django.urls import reverse
 
 from agentlab.bench.servers import database_url
 from agentlab.live import engine
@@ -118,6 +120,14 @@ async def start_on_socket(run: Run, user: Any, **debug: Any):
         await comm.send_json_to({"action": "debug", **debug})
     await comm.send_json_to({"action": "start"})
     return comm
+
+
+def run_page(run: Run, user: Any) -> str:
+    client = Client()
+    client.force_login(user)
+    response = client.get(reverse("run", args=[run.pk]))
+    assert response.status_code == 200
+    return response.content.decode()
 
 
 def ended(f: dict) -> bool:
@@ -233,6 +243,8 @@ async def test_a_killed_workers_run_is_taken_over_and_continues_from_its_trace(
     assert len(marked) == 1 and marked[0].kind == "llm"
     note = marked[0].meta["taken_over"]
     assert note["after_seq"] == marked[0].seq - 1 and str(holder.pid) in note["from"]
+    page = await sync_to_async(run_page)(run, user)
+    assert 'class="pill taken-over"' in page and f"after step {note['after_seq']}" in page
     new_holder = await sync_to_async(workers.holder)(run)
     assert new_holder.pid != holder.pid
     took = marked[0].started_at.timestamp() - killed_at

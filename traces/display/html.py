@@ -124,6 +124,11 @@ def _actions(step: StepView, run: Any, pk: Any) -> str:
         links.append('<span class="pill replayed" title="served from the recorded step '
                      f'{_e(meta.get("source_seq", ""))}">'
                      f'{"edited" if meta.get("edited") else "replayed"}</span>')
+    if isinstance(taken := meta.get("taken_over"), dict):
+        links.append('<span class="pill taken-over" title="the worker running this run '
+                     f'({_e(taken.get("from", "?"))}) stopped; {_e(taken.get("by", "?"))} '
+                     f'continued it from its trace after step {_e(taken.get("after_seq", "?"))}'
+                     '">taken over</span>')
     active = getattr(run, "is_active", False)
     if not (active() if callable(active) else active) and step.status != "running":
         links.append(f'<a href="{_url("run_fork", pk, step.seq)}" title="A new run: steps '
