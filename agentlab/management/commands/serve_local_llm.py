@@ -25,12 +25,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--port", type=int, default=configured_port(),
                             help="Port (default $AGENTLAB_LOCAL_LLM_PORT or 8766; 0 = any free)")
+        parser.add_argument("--host", default="127.0.0.1",
+                            help="Address to listen on (default 127.0.0.1; 0.0.0.0 in a "
+                                 "container that other containers reach: compose.yaml)")
         parser.add_argument("--n-ctx", type=int, default=4096, help="Context size in tokens")
         parser.add_argument("--timeout", type=float, default=180,
                             help="Seconds to wait for the model to load (default 180)")
 
-    def handle(self, *args: Any, port: int, n_ctx: int, timeout: float, **options: Any) -> None:
-        server = LocalModelServer(port=port, n_ctx=n_ctx)
+    def handle(self, *args: Any, port: int, host: str, n_ctx: int, timeout: float,
+               **options: Any) -> None:
+        server = LocalModelServer(port=port, host=host, n_ctx=n_ctx)
         previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         crashed = False
         try:
