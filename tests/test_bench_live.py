@@ -22,8 +22,8 @@ def test_a_tiny_bench_prints_the_table_and_the_goals(tmp_path, capsys):
     assert "goal p95 < 50 ms at 20 runs: not measured" in out
     assert "goal overhead < 2 ms/step (at 1 run(s)):" in out
     assert "committed → arrival p50" in out and "ms per LLM call" in out
-    assert "the server process used" in out and "ms of CPU per step" in out
-    levels = json.loads(out_file.read_text())
+    assert "the app's processes used" in out and "ms of CPU per step" in out
+    levels = json.loads(out_file.read_text())["web"]
     assert [lv["runs"] for lv in levels] == [1, 2]
     for lv in levels:
         assert lv["failed"] == 0
@@ -38,11 +38,42 @@ def test_a_tiny_bench_prints_the_table_and_the_goals(tmp_path, capsys):
         assert lv["server_cpu_ms_per_step"] > 0
 
 
+def test_both_profiles_side_by_side_with_a_paced_model(tmp_path, capsys):
+    """Real processes on both profiles: one daphne on SQLite, then two daphne and two workers
+    on a throw-away PostgreSQL and Redis (skipped where Debian's servers are missing)."""
+    from agentlab.bench.servers import ServerMissing, postgres_bin
+
+    try:
+        postgres_bin()
+    except ServerMissing as exc:
+        pytest.skip(str(exc))
+    out_file = tmp_path / "bench.json"
+    call_command("bench_live", "--profile", "both", "--runs", "2", "--steps", "4",
+                 "--model-ms", "50", "--timeout", "90", "--json", str(out_file))
+    out = capsys.readouterr().out
+    assert "== profile scale: 2 daphne + 2 workers, PostgreSQL + Redis, a model answering " \
+           "in 50 ms" in out
+    assert "side by side: one process vs 2 web + 2 workers" in out
+    assert "goal throughput ≥ 1.5× one process (at 2 runs):" in out
+    assert "goal CPU < 1.5 ms/step, all processes (at 2 runs):" in out
+    assert "ms in PostgreSQL and Redis" in out
+    figures = json.loads(out_file.read_text())
+    for profile in ("web", "scale"):
+        (level,) = figures[profile]
+        assert level["failed"] == 0 and level["steps"] == 8  # every step of both runs arrived
+        assert level["clock"] == CLOCK_RECORDED
+        assert level["model_ms_per_call"] >= 50  # the pacing reached the runs
+    assert figures["scale"][0]["servers_cpu_ms_per_step"] > 0
+    assert figures["web"][0]["servers_cpu_ms_per_step"] is None
+
+
 def test_bad_numbers_are_refused_before_anything_starts():
     with pytest.raises(CommandError, match="whole numbers"):
         call_command("bench_live", "--runs", "one")
     with pytest.raises(CommandError, match="≥ 1"):
         call_command("bench_live", "--runs", "0")
+    with pytest.raises(CommandError, match="at least 1"):
+        call_command("bench_live", "--profile", "scale", "--workers", "0")
 
 
 def test_latency_uses_the_recorders_stamp_when_the_frame_has_one():

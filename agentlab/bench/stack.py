@@ -1,9 +1,10 @@
 """Pieces of `manage.py bench_live` that run in their own processes
 (python -m agentlab.bench.stack).
 
-- `llm PORT_FILE`: an instant OpenAI-compatible server on loopback. It plays a ReAct agent in
-  function-calling mode: it asks for `calculator` until the conversation holds `tool_calls`
-  results, then answers. Streamed (SSE) or not, as asked; usage is always reported.
+- `llm PORT_FILE CALLS [DELAY_S]`: an instant (or paced) OpenAI-compatible server on
+  loopback. It plays a ReAct agent in function-calling mode: it asks for `calculator` until
+  the conversation holds `tool_calls` results, then answers. Streamed (SSE) or not, as
+  asked; usage is always reported.
 - `prepare`: in a fresh state folder, migrate, then create a user with a session, a model profile
   on that server, one agent and queued runs; prints their ids and the session key as JSON.
 
@@ -61,8 +62,9 @@ def _chunks(reply: dict[str, Any], usage: dict[str, int], include_usage: bool) -
     return out
 
 
-def serve_llm(calls: int, port: int = 0) -> ThreadingHTTPServer:
-    """Start the instant server in a daemon thread; returns it (its port: server_address[1])."""
+def serve_llm(calls: int, port: int = 0, delay_s: float = 0.0) -> ThreadingHTTPServer:
+    """Start the server in a daemon thread; returns it (its port: server_address[1]). It
+    answers at once, or after `delay_s` (a paced model: runs that mostly wait, as real ones)."""
     usage = {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
 
     class Handler(BaseHTTPRequestHandler):
@@ -86,6 +88,8 @@ def serve_llm(calls: int, port: int = 0) -> ThreadingHTTPServer:
         def do_POST(self) -> None:  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
             reply = _reply(body, calls)
+            if delay_s:
+                time.sleep(delay_s)  # this request's thread only
             if not body.get("stream"):
                 message = {"role": "assistant", "content": reply.get("content"),
                            **({"tool_calls": reply["tool_calls"]} if "tool_calls" in reply
@@ -157,7 +161,7 @@ def prepare(llm_url: str, counts: list[int], steps: int) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["llm"]:
-        httpd = serve_llm(int(argv[2]))
+        httpd = serve_llm(int(argv[2]), delay_s=float(argv[3]) if len(argv) > 3 else 0.0)
         with open(argv[1], "w") as f:  # the parent waits for this file: the port is open
             f.write(str(httpd.server_address[1]))
         threading.Event().wait()
@@ -165,7 +169,7 @@ def main(argv: list[str]) -> None:
         counts = [int(n) for n in argv[2].split(",")]
         print(json.dumps(prepare(argv[1], counts, int(argv[3]))))
     else:
-        sys.exit("usage: python -m agentlab.bench.stack llm PORT_FILE CALLS | "
+        sys.exit("usage: python -m agentlab.bench.stack llm PORT_FILE CALLS [DELAY_S] | "
                  "prepare LLM_URL COUNTS STEPS")
 
 

@@ -120,7 +120,8 @@ class LevelResult:
     # Time inside model.chat per LLM call: the instant server answers in well under 1 ms, so
     # this is mostly the openai SDK's own CPU (and the loop's queue), counted as model time.
     model_ms_per_call: float = 0.0
-    server_cpu_ms_per_step: float | None = None  # the server process's CPU (bench_live fills it)
+    server_cpu_ms_per_step: float | None = None  # the app's processes' CPU (bench_live fills it)
+    servers_cpu_ms_per_step: float | None = None  # PostgreSQL's and Redis's (scale profile)
 
     @property
     def steps_per_s(self) -> float:
@@ -145,14 +146,17 @@ class LevelResult:
                 "latency": self.percentiles(), "frames": len(self.latencies_ms)}
 
 
-async def run_level(port: int, cookie: str, run_ids: list[int], timeout: float) -> LevelResult:
-    """Watch `run_ids` on one socket each, start them all at once, wait for every final."""
+async def run_level(ports: list[int], cookie: str, run_ids: list[int],
+                    timeout: float) -> LevelResult:
+    """Watch `run_ids` on one socket each (spread over the web processes on `ports`), start
+    them all at once, wait for every final."""
     from autobahn.asyncio.websocket import WebSocketClientFactory
 
     loop = asyncio.get_running_loop()
     socket_class = _socket_class()
     probes, sockets = [Probe(run_id) for run_id in run_ids], []
-    for probe in probes:
+    for i, probe in enumerate(probes):
+        port = ports[i % len(ports)]
         factory = WebSocketClientFactory(f"ws://127.0.0.1:{port}/ws/runs/{probe.run_id}/",
                                          origin=f"http://127.0.0.1:{port}",
                                          headers={"Cookie": cookie})
@@ -196,7 +200,8 @@ def _step_rows(probe: Probe) -> int:
 
 
 def main(spec: dict[str, Any]) -> None:
-    result = asyncio.run(run_level(spec["port"], spec["cookie"], spec["runs"], spec["timeout"]))
+    ports = spec.get("ports") or [spec["port"]]
+    result = asyncio.run(run_level(ports, spec["cookie"], spec["runs"], spec["timeout"]))
     print(json.dumps(result.as_dict()))
 
 

@@ -1,22 +1,21 @@
-"""manage.py bench_live: how fast recorded steps reach WebSocket clients, and the runtime's
-own cost per step (the goals: docs/ARCHITECTURE.md, "The live path").
+"""manage.py bench_live: how fast recorded steps reach WebSocket clients, and the cost per step
+(the goals: docs/ARCHITECTURE.md, "The live path" and "Runs on workers").
 
-Three processes besides this one, all on loopback and all in a throw-away state folder (never
-your database): an instant OpenAI-compatible server, a migrate-and-prepare step, and daphne
-serving the real app. This process is the browsers: one WebSocket per run (autobahn, which
-daphne brings), "sync" then "start" on every socket at once, and a clock on every step frame.
+Per profile (agentlab/bench/cluster.py), all on loopback and in a throw-away state folder (never
+your database): an OpenAI-compatible server (instant, or paced with --model-ms), a
+migrate-and-prepare step, and the app: one daphne executing its runs (`web`, the embedded
+default), or N daphne and M workers on a throw-away PostgreSQL and Redis (`scale`).
+`--profile both` measures the two, one after the other, and prints them side by side. This
+process is the browsers: one WebSocket per run (autobahn, which daphne brings), "sync" then
+"start" on every socket at once, and a clock on every step frame.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -24,49 +23,40 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from agentlab.bench.cluster import (
+    PROFILES,
+    Cluster,
+    child_env,
+    servers_for,
+    spawn,
+    start_processes,
+    wait_for,
+)
 from agentlab.bench.stack import tool_calls_for
 from agentlab.bench.watch import LevelResult
 
 GOAL_P95_MS, GOAL_P95_AT, GOAL_OVERHEAD_MS = 50.0, 20, 2.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def process_cpu_ms(pid: int) -> float | None:
-    """User + system CPU of a process so far, in ms (Linux /proc; None elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
-
-
-def wait_for(check: Any, what: str, timeout: float, proc: subprocess.Popen | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise CommandError(f"{what} exited with code {proc.returncode}")
-        try:
-            if result := check():
-                return result
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise CommandError(f"{what} did not come up within {timeout:g} s")
+# Runs on workers (issue 20): against one process, same machine.
+GOAL_SPEEDUP, GOAL_CPU_MS, GOAL_PACED_P95_AT = 1.5, 1.5, 100
 
 
 class Command(BaseCommand):
-    help = "Latency of live steps over WebSockets and runtime overhead per step."
+    help = "Latency of live steps over WebSockets and cost per step, per profile."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--runs", default="1,20,100",
                             help="concurrent runs per level, comma-separated (default 1,20,100)")
         parser.add_argument("--steps", type=int, default=20, help="steps per run (default 20)")
         parser.add_argument("--timeout", type=float, default=300, help="seconds per level")
+        parser.add_argument("--profile", choices=[*PROFILES, "both"], default="web",
+                            help="web: one process (default); scale: workers on PostgreSQL "
+                                 "and Redis; both: the two, side by side")
+        parser.add_argument("--web", type=int, default=2,
+                            help="web processes of the scale profile (default 2)")
+        parser.add_argument("--workers", type=int, default=2,
+                            help="worker processes of the scale profile (default 2)")
+        parser.add_argument("--model-ms", type=float, default=0,
+                            help="the model's answer time per call in ms (default 0: instant)")
         parser.add_argument("--json", help="also write the figures to this file")
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -76,97 +66,100 @@ class Command(BaseCommand):
             raise CommandError("--runs takes whole numbers, e.g. 1,20,100") from None
         if not counts or min(counts) < 1 or opts["steps"] < 2:
             raise CommandError("--runs needs numbers ≥ 1 and --steps a number ≥ 2")
+        if opts["web"] < 1 or opts["workers"] < 1 or opts["model_ms"] < 0:
+            raise CommandError("--web and --workers need at least 1, --model-ms ≥ 0")
+        profiles = list(PROFILES) if opts["profile"] == "both" else [opts["profile"]]
+        measured = {}
+        for profile in profiles:
+            self.say(f"== profile {profile}: {self.describe(profile, opts)}")
+            measured[profile] = self.measure(profile, counts, opts)
+            self.report(measured[profile])
+        if len(measured) == 2:
+            self.side_by_side(measured["web"], measured["scale"], opts)
+        if opts["json"]:
+            Path(opts["json"]).write_text(json.dumps(
+                {p: [r.as_dict() for r in rs] for p, rs in measured.items()}, indent=2))
+
+    def describe(self, profile: str, opts: dict[str, Any]) -> str:
+        model = f"a model answering in {opts['model_ms']:g} ms" if opts["model_ms"] else \
+            "an instant model"
+        if profile == "web":
+            return f"one daphne executing its runs, SQLite, {model}"
+        return (f"{opts['web']} daphne + {opts['workers']} workers, PostgreSQL + Redis, "
+                f"{model}")
+
+    def measure(self, profile: str, counts: list[int], opts: dict[str, Any]
+                ) -> list[LevelResult]:
         with tempfile.TemporaryDirectory(prefix="agentlab-bench-") as tmp, ExitStack() as stack:
-            env = self.child_env(Path(tmp))
-            # One unreported run first: imports, template loading and first connections.
-            port, prepared = self.start(env, Path(tmp), [1, *counts], opts["steps"], stack)
+            scale = profile == "scale"
+            cluster = Cluster(profile, web=opts["web"] if scale else 1,
+                              workers=opts["workers"] if scale else 0, env=child_env(Path(tmp)))
+            if scale:
+                self.say("starting PostgreSQL and Redis …")
+                servers_for(cluster, stack)
+            prepared = self.start(cluster, Path(tmp), [1, *counts], opts, stack)
             warmup, *levels = prepared["runs"]
             self.say("warm-up run …")
-            self.watch(env, port, prepared, warmup, opts["timeout"])
+            self.watch(cluster, prepared, warmup, opts["timeout"])
             results = []
             for n, run_ids in zip(counts, levels, strict=True):
                 self.say(f"{n} concurrent run(s) × ~{opts['steps']} steps …")
-                result = self.watch(env, port, prepared, run_ids, opts["timeout"])
+                result = self.watch(cluster, prepared, run_ids, opts["timeout"])
                 self.say(f"  {result.steps} steps in {result.elapsed_s:.2f} s, "
                          f"{result.failed} failed run(s)")
                 if result.first_error:
                     self.say(f"  first error: {result.first_error[:300]}")
                 results.append(result)
-        self.report(results, opts["steps"])
-        if opts["json"]:
-            Path(opts["json"]).write_text(json.dumps([r.as_dict() for r in results], indent=2))
+        return results
 
-    def watch(self, env: dict[str, str], port: int, prepared: dict[str, Any], run_ids: list[int],
+    def watch(self, cluster: Cluster, prepared: dict[str, Any], run_ids: list[int],
               timeout: float) -> LevelResult:
         """One level, watched by the browser stand-in process (agentlab/bench/watch.py)."""
-        spec = {"port": port, "runs": run_ids, "timeout": timeout,
+        spec = {"ports": cluster.ports, "runs": run_ids, "timeout": timeout,
                 "cookie": f"{prepared['session_cookie']}={prepared['session']}"}
-        cpu_before = process_cpu_ms(self.server_pid)
+        before = cluster.cpu_ms()
         done = subprocess.run([sys.executable, "-m", "agentlab.bench.watch", json.dumps(spec)],
-                              env=env, cwd=str(settings.BASE_DIR), capture_output=True,
+                              env=cluster.env, cwd=str(settings.BASE_DIR), capture_output=True,
                               text=True, timeout=timeout + 60)
         if done.returncode:
             raise CommandError(f"watching {len(run_ids)} run(s) failed:\n{done.stderr[-2000:]}")
         result = LevelResult.from_dict(json.loads(done.stdout.strip().splitlines()[-1]))
-        cpu_after = process_cpu_ms(self.server_pid)
-        if cpu_before is not None and cpu_after is not None and result.steps:
-            result.server_cpu_ms_per_step = (cpu_after - cpu_before) / result.steps
+        after = cluster.cpu_ms()
+        if result.steps:
+            result.server_cpu_ms_per_step = (after["app"] - before["app"]) / result.steps
+            if cluster.postgres is not None:
+                result.servers_cpu_ms_per_step = \
+                    (after["servers"] - before["servers"]) / result.steps
         return result
 
     def say(self, text: str) -> None:
         self.stdout.write(text)
         self.stdout.flush()
 
-    def child_env(self, tmp: Path) -> dict[str, str]:
-        env = {**os.environ, "AGENTLAB_VAR_DIR": str(tmp), "ALLOWED_HOSTS": "127.0.0.1",
-               "DEBUG": "false", "LOG_LEVEL": "WARNING"}
-        env.pop("DATABASE_URL", None)  # always a fresh SQLite file in the temp folder
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(settings.BASE_DIR),
-                                                          env.get("PYTHONPATH")]))
-        return env
-
-    def start(self, env: dict[str, str], tmp: Path, counts: list[int], steps: int,
-              stack: ExitStack) -> tuple[int, dict[str, Any]]:
-        py, cwd = sys.executable, str(settings.BASE_DIR)
+    def start(self, cluster: Cluster, tmp: Path, counts: list[int], opts: dict[str, Any],
+              stack: ExitStack) -> dict[str, Any]:
+        py, cwd, env = sys.executable, str(settings.BASE_DIR), cluster.env
         port_file = tmp / "llm.port"
-        self.say("starting the instant OpenAI-compatible server …")
-        llm = self.spawn(stack, [py, "-m", "agentlab.bench.stack", "llm", str(port_file),
-                                 str(tool_calls_for(steps))], env, cwd)
+        self.say("starting the OpenAI-compatible server …")
+        llm = spawn(stack, [py, "-m", "agentlab.bench.stack", "llm", str(port_file),
+                            str(tool_calls_for(opts["steps"])), str(opts["model_ms"] / 1000)],
+                    env)
         llm_port = wait_for(lambda: port_file.exists() and port_file.read_text(),
-                            "the instant model server", 20, llm)
-        self.say(f"preparing {sum(counts)} runs in {tmp} (migrate) …")
+                            "the model server", 20, llm)
+        self.say(f"preparing {sum(counts)} runs (migrate) …")
         done = subprocess.run([py, "-m", "agentlab.bench.stack", "prepare",
                                f"http://127.0.0.1:{llm_port}/v1", ",".join(map(str, counts)),
-                               str(steps)], env=env, cwd=cwd, capture_output=True, text=True,
-                              timeout=300)
+                               str(opts["steps"])], env=env, cwd=cwd, capture_output=True,
+                              text=True, timeout=300)
         if done.returncode:
             raise CommandError(f"preparing the bench failed:\n{done.stderr[-2000:]}")
         prepared = json.loads(done.stdout.strip().splitlines()[-1])
-        port = free_port()
-        self.say(f"starting daphne on 127.0.0.1:{port} …")
-        daphne = self.spawn(stack, [py, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                                    "-v", "0", "agentlab.asgi:application"], env, cwd)
-        url = f"http://127.0.0.1:{port}/healthz"
-        wait_for(lambda: urllib.request.urlopen(url, timeout=2).status == 200, "daphne", 60,
-                 daphne)
-        self.server_pid = daphne.pid
-        return port, prepared
+        self.say(f"starting {cluster.web} daphne"
+                 + (f" and {cluster.workers} workers" if cluster.workers else "") + " …")
+        start_processes(cluster, stack)
+        return prepared
 
-    def spawn(self, stack: ExitStack, cmd: list[str], env: dict[str, str],
-              cwd: str) -> subprocess.Popen:
-        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
-
-        def stop() -> None:  # only the processes this command started, by their handle
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-        stack.callback(stop)
-        return proc
-
-    def report(self, results: list[LevelResult], steps: int) -> None:
+    def report(self, results: list[LevelResult]) -> None:
         clock = {r.clock for r in results if r.latencies_ms}
         self.say("")
         self.say(f"latency clock: {', '.join(sorted(clock)) or '-'}")
@@ -182,10 +175,12 @@ class Command(BaseCommand):
         self.say("")
         for r in results:
             if r.server_cpu_ms_per_step is not None:
-                # Work moved to another thread is still here: the server's whole CPU per step.
-                self.say(f"{r.runs:>5} run(s): the server process used "
-                         f"{r.server_cpu_ms_per_step:.2f} ms of CPU per step (all its threads: "
-                         "runs, recorder, sockets)")
+                # Work moved to another thread is still counted: each process's whole CPU.
+                servers = "" if r.servers_cpu_ms_per_step is None else (
+                    f", + {r.servers_cpu_ms_per_step:.2f} ms in PostgreSQL and Redis")
+                self.say(f"{r.runs:>5} run(s): the app's processes used "
+                         f"{r.server_cpu_ms_per_step:.2f} ms of CPU per step (all their "
+                         f"threads: runs, recorder, sockets){servers}")
         for r in results:
             c = r.committed()
             self.say(f"{r.runs:>5} run(s): committed → arrival p50 {c['p50']:.1f} / p95 "
@@ -207,3 +202,33 @@ class Command(BaseCommand):
                  f"({base.overhead_ms_per_step:.2f} ms/step)")
         if any(r.failed for r in results):
             self.say(self.style.WARNING("some runs did not succeed; see the figures above"))
+
+    def side_by_side(self, web: list[LevelResult], scale: list[LevelResult],
+                     opts: dict[str, Any]) -> None:
+        self.say("")
+        self.say(f"side by side: one process vs {opts['web']} web + {opts['workers']} workers")
+        head = (f"{'runs':>5} {'steps/s 1 proc':>15} {'steps/s scale':>14} {'×':>5} "
+                f"{'CPU ms/step 1 proc':>19} {'CPU ms/step scale':>18} {'+PG/Redis':>10} "
+                f"{'p95 ms 1 proc':>14} {'p95 ms scale':>13}")
+        self.say(head)
+        self.say("-" * len(head))
+        for a, b in zip(web, scale, strict=True):
+            ratio = b.steps_per_s / a.steps_per_s if a.steps_per_s else 0.0
+            self.say(f"{a.runs:>5} {a.steps_per_s:>15.0f} {b.steps_per_s:>14.0f} {ratio:>5.2f} "
+                     f"{a.server_cpu_ms_per_step or 0:>19.2f} "
+                     f"{b.server_cpu_ms_per_step or 0:>18.2f} "
+                     f"{b.servers_cpu_ms_per_step or 0:>10.2f} "
+                     f"{a.percentiles()['p95']:>14.1f} {b.percentiles()['p95']:>13.1f}")
+        top_a, top_b = max(web, key=lambda r: r.runs), max(scale, key=lambda r: r.runs)
+        ratio = top_b.steps_per_s / top_a.steps_per_s if top_a.steps_per_s else 0.0
+        self.say(f"goal throughput ≥ {GOAL_SPEEDUP:g}× one process (at {top_a.runs} runs): "
+                 f"{'met' if ratio >= GOAL_SPEEDUP else 'not met'} ({ratio:.2f}×)")
+        cpu = (top_b.server_cpu_ms_per_step or 0) + (top_b.servers_cpu_ms_per_step or 0)
+        self.say(f"goal CPU < {GOAL_CPU_MS:g} ms/step, all processes (at {top_b.runs} runs): "
+                 f"{'met' if cpu < GOAL_CPU_MS else 'not met'} ({cpu:.2f} ms)")
+        paced = [r for r in scale if r.runs == GOAL_PACED_P95_AT]
+        if paced and opts["model_ms"]:
+            p95 = paced[0].percentiles()["p95"]
+            self.say(f"goal p95 < {GOAL_P95_MS:g} ms at {GOAL_PACED_P95_AT} runs, model "
+                     f"{opts['model_ms']:g} ms: {'met' if p95 < GOAL_P95_MS else 'not met'} "
+                     f"({p95:.1f} ms)")
