@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import dj_database_url
 from django.utils.csp import CSP
@@ -108,13 +109,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # (the browser tests' daphne) sees what the tests write.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_agentlab.sqlite3")}
 
+def redis_channel_layer(url: str) -> dict[str, Any]:
+    """The channels-redis layer on `url` (also what the tests' Redis fixtures install)."""
+    # channels-redis drops what a full channel would take beyond `capacity` (100 by default),
+    # silently for group sends: a socket whose run streams faster than its daphne drains would
+    # miss steps, its final among them. Each socket bounds its own queue instead
+    # (AGENTLAB_SOCKET_OUTBOX: past it, it closes and the browser re-syncs).
+    capacity = int(os.environ.get("AGENTLAB_CHANNEL_CAPACITY") or 5000)
+    return {"BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [url], "capacity": capacity}}
+
+
 if redis_url := os.environ.get("REDIS_URL"):
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [redis_url]},
-        }
-    }
+    CHANNEL_LAYERS = {"default": redis_channel_layer(redis_url)}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 

@@ -31,8 +31,9 @@ async def redis_layer(redis_url: str, settings: Any) -> Any:
     processes the test starts get the same URL as REDIS_URL)."""
     from channels.layers import get_channel_layer
 
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                                           "CONFIG": {"hosts": [redis_url]}}}
+    from agentlab.settings import redis_channel_layer
+
+    settings.CHANNEL_LAYERS = {"default": redis_channel_layer(redis_url)}
     layer = get_channel_layer()
     yield layer
     await layer.flush()

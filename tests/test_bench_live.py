@@ -99,3 +99,15 @@ def test_the_instant_model_calls_the_tool_until_enough_results_are_in():
     two = [{"role": "user"}, {"role": "tool"}, {"role": "tool"}]
     assert _reply({"messages": two, "tools": tools}, 2) == {"content": "The answer is 42."}
     assert tool_calls_for(20) == 9 and tool_calls_for(2) == 0
+
+
+async def test_a_run_refused_at_start_ends_its_probe_instead_of_waiting_forever():
+    from agentlab.bench.watch import Probe
+
+    probe = Probe(7)
+    probe.on_frame({"type": "error", "error": "the run is not active", "frame": '{"x": 1}'}, 1.0)
+    assert not probe.done.done()  # any other error: the run may still end
+    probe.on_frame({"type": "error", "error": "You already have 10 runs going",
+                    "frame": '{"action": "start"}'}, 2.0)
+    assert probe.done.done() and probe.status == "refused" and probe.finished_at == 2.0
+    assert probe.errors[-1] == "You already have 10 runs going"

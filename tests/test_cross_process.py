@@ -118,3 +118,35 @@ async def test_an_event_published_outside_any_event_loop_still_reaches_the_group
     await sync_to_async(fanout.publish)(7001, {"type": "run.status", "status": "cancelled"})
     got = await asyncio.wait_for(redis_layer.receive(channel), 5)
     assert (got["type"], got["status"], got["origin"]) == ("run.status", "cancelled", worker_id())
+
+
+async def test_a_burst_from_another_process_reaches_the_socket_whole(user, redis_layer):
+    """500 events sent to the run's group while this process cannot drain them (its loop is
+    blocked; as a busy daphne's is): channels-redis keeps at most `capacity` per channel and
+    drops the rest silently, so the layer's capacity must hold such a burst. Every event
+    arrives, in order."""
+    import threading
+
+    from channels_redis.core import RedisChannelLayer
+    from django.conf import settings
+
+    from traces.fanout import group_name
+
+    run = await a_run(user, status="running")
+    comm = await connect(run.pk, user)
+    await synced(comm)
+    await await_until(lambda: in_group(redis_layer, run.pk, 1), message="the socket joined")
+
+    async def burst() -> None:  # another process's layer, as configured here
+        layer = RedisChannelLayer(**settings.CHANNEL_LAYERS["default"]["CONFIG"])
+        for i in range(500):
+            await layer.group_send(group_name(run.pk), {
+                "type": "run.token", "seq": 1, "delta": f"{i} ", "origin": "another process"})
+        await layer.close_pools()
+
+    sender = threading.Thread(target=lambda: asyncio.run(burst()))
+    sender.start()
+    sender.join()  # blocks this loop: nothing is read from the channel meanwhile
+    got = [(await comm.receive_json_from(timeout=10))["delta"] for _ in range(500)]
+    assert got == [f"{i} " for i in range(500)]
+    await comm.disconnect()

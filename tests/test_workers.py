@@ -28,6 +28,7 @@ from django.urls import reverse
 
 from agentlab.bench.servers import database_url
 from agentlab.live import engine
+from agentlab.models import Tool
 from agentlab.runs.snapshot import create_run
 from agentlab.workers.engine import WorkerEngine
 from tests.fake_openai import Delay, Reply
@@ -200,6 +201,37 @@ async def test_controls_from_this_process_reach_the_worker_holding_the_run(
     assert done[-1]["status"] == "cancelled"
     await comm.disconnect()
     await watcher.disconnect()
+
+
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+async def test_an_approval_on_a_worker_is_decided_from_a_socket_that_opens_later(
+        decision, workers, on_workers, calc_agent, user, fake_llm):
+    """The call that needs approval waits on the worker; a socket opened later gets the
+    pending approval from the worker (state over the relay) and decides it there."""
+    await Tool.objects.filter(name="calculator").aupdate(needs_approval=True)
+    fake_llm.script(CALL, Reply(text="Done."))
+    workers.start(1)
+    await workers.ready(1)
+    run = await sync_to_async(create_run)(calc_agent, user, "What is 6*7?")
+    first = await start_on_socket(run, user)
+    frames = await frames_until(first, paused, timeout=60)
+    assert frames[-1]["detail"]["waiting_for"] == "approval"
+    await first.disconnect()
+    later = await connect(run.pk, user)
+    approval = next(f for f in await synced(later) if f["type"] == "approval")
+    assert approval["tool"] == "calculator" and approval["arguments"] == {"expression": "6*7"}
+    if decision == "approve":
+        await later.send_json_to({"action": "approve", "seq": approval["seq"],
+                                  "arguments": {"expression": "6*8"}})
+    else:
+        await later.send_json_to({"action": "deny", "seq": approval["seq"], "reason": "no"})
+    await frames_until(later, ended, timeout=60)
+    await later.disconnect()
+    tool = await (await Run.objects.aget(pk=run.pk)).steps.filter(kind="tool").aget()
+    if decision == "approve":
+        assert tool.input == {"expression": "6*8"} and "48" in tool.text
+    else:
+        assert tool.status == "error" and "denied this call: no" in tool.text
 
 
 async def test_a_killed_workers_run_is_taken_over_and_continues_from_its_trace(

@@ -102,7 +102,10 @@ class Cluster:
 
 def child_env(tmp: Path) -> dict[str, str]:
     env = {**os.environ, "AGENTLAB_VAR_DIR": str(tmp), "ALLOWED_HOSTS": "127.0.0.1",
-           "DEBUG": "false", "LOG_LEVEL": "WARNING"}
+           "DEBUG": "false", "LOG_LEVEL": "WARNING",
+           # One bench user starts every run of a level at once: the per-user limit on runs
+           # going (10 by default) is not what is measured.
+           "AGENTLAB_MAX_ACTIVE_RUNS": "0"}
     for name in ("DATABASE_URL", "REDIS_URL", "AGENTLAB_RUNS_ON"):
         env.pop(name, None)  # never the developer's servers: the profile's own
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(settings.BASE_DIR),

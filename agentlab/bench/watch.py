@@ -79,6 +79,10 @@ class Probe:
             self.done.set_result(True)
         elif kind == "error":
             self.errors.append(str(frame.get("error")))
+            if '"start"' in str(frame.get("frame")) and not self.done.done():
+                # The run was refused (a limit): it never starts, so no final comes.
+                self.status, self.finished_at = "refused", arrived
+                self.done.set_result(True)
 
     def lost(self, reason: str) -> None:
         for fut in (self.synced, self.done):
