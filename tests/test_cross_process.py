@@ -150,3 +150,21 @@ async def test_a_burst_from_another_process_reaches_the_socket_whole(user, redis
     got = [(await comm.receive_json_from(timeout=10))["delta"] for _ in range(500)]
     assert got == [f"{i} " for i in range(500)]
     await comm.disconnect()
+
+
+async def test_events_that_queue_up_go_out_as_one_batch_in_order(user, redis_layer):
+    """Published faster than one send takes, a run's events leave in batches: fewer group
+    messages than events, and unbatched they are every event, in order."""
+    run = await a_run(user, status="running")
+    listener = await redis_layer.new_channel()
+    await redis_layer.group_add(fanout.group_name(run.pk), listener)
+    for i in range(50):  # no await between: they queue behind the first send
+        fanout.publish(run.pk, {"type": "run.token", "seq": 1, "delta": str(i)})
+    got, messages = [], 0
+    while len(got) < 50:
+        message = await asyncio.wait_for(redis_layer.receive(listener), 10)
+        messages += 1
+        got += [e["delta"] for e in fanout.unbatched(message)]
+    assert got == [str(i) for i in range(50)]
+    assert messages < 50
+    await await_until(lambda: not REGISTRY.sending(), message="the sender finished")

@@ -29,7 +29,8 @@ from traces.schema import FINISHED_STATUSES
 HELD_STATUSES = ("running", "paused")  # a process holds the run (a queued one: nobody yet)
 OVERFLOW = 1013  # "try again later": the browser reconnects and re-syncs from the database
 CONTROL_ACTIONS = ("pause", "resume", "step", "cancel", "edit", "approve", "deny")
-RUN_EVENTS = ("run.step", "run.token", "run.status", "run.approval")  # the group's messages
+# The group's messages: one event, or several of them in order (fanout.BATCH).
+RUN_EVENTS = ("run.step", "run.token", "run.status", "run.approval", fanout.BATCH)
 # What each frame of the run socket needs (traces.access.RULES says who has it).
 RUN_FRAMES: dict[str, access.Action] = {
     "sync": "watch", "start": "control", "debug": "control",
@@ -187,7 +188,8 @@ class RunConsumer(LiveConsumer):
         # thread-sensitive executor thread every consumer in the process shares.
         if message["type"] in RUN_EVENTS:
             if fanout.from_elsewhere(message):  # this process's came directly
-                self.hear(message)
+                for event in fanout.unbatched(message):
+                    self.hear(event)
         else:
             await super().dispatch(message)
 
