@@ -62,6 +62,35 @@ def _wait_until_up(url: str, process: subprocess.Popen, log: Path) -> None:
     raise RuntimeError(f"daphne did not answer within {START_TIMEOUT_S} s:\n{log.read_text()}")
 
 
+def start_daphne(env: dict[str, str], log: Path) -> tuple[str, subprocess.Popen]:
+    """daphne serving the app on a free port, answering before this returns; its output goes
+    to `log`."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+             "agentlab.asgi:application"],
+            cwd=Path(__file__).resolve().parents[1], env=env, stdout=out,
+            stderr=subprocess.STDOUT)
+    try:
+        _wait_until_up(url, process, log)
+    except BaseException:
+        process.kill()
+        raise
+    return url, process
+
+
+def run_once_in_step_mode(page, base_url: str, agent: str = "Calc agent",
+                          question: str = "What is 6*7?"):
+    """From the chat page: a one-off run of `agent`, started in step mode; its pending box."""
+    page.goto(f"{base_url}/chat/")
+    page.get_by_label(f"Question for {agent}").fill(question)
+    page.locator("form.run-once").get_by_label("step mode").check()
+    page.get_by_role("button", name=f"Run {agent}").click()
+    return page.locator('[data-live="pending"]')
+
+
 @pytest.fixture(scope="session")
 def live_server_url(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[str]:
     """daphne in its own process, on the session's test database (a file)."""
@@ -72,19 +101,11 @@ def live_server_url(django_db_setup, django_db_blocker, tmp_path_factory) -> Ite
         vendor = connection.vendor
     if vendor != "sqlite" or "memory" in str(name):
         pytest.skip(f"a live server needs a file database to share, not {vendor} {name!r}")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("daphne") / "daphne.log"
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{name}",
            "ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SETTINGS_MODULE": "agentlab.settings"}
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-             "agentlab.asgi:application"],
-            cwd=Path(__file__).resolve().parents[1], env=env, stdout=out,
-            stderr=subprocess.STDOUT)
+    url, process = start_daphne(env, log)
     try:
-        _wait_until_up(url, process, log)
         yield url
     finally:
         process.terminate()

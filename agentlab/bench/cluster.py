@@ -14,7 +14,6 @@ included) and Redis's, reported apart.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,15 +27,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import CommandError
 
-from agentlab.bench.servers import PostgresServer, RedisServer
+from agentlab.bench.servers import PostgresServer, RedisServer, free_port
 
 PROFILES = ("web", "scale")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def process_cpu_ms(pid: int, *, reaped_children: bool = False) -> float | None:

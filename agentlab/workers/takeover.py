@@ -111,7 +111,7 @@ class TakeoverSink:
         return served
 
     async def token(self, seq: int, delta: str) -> None:
-        if not (not self.off_record and self.plan.on_record(seq)):
+        if self.off_record or not self.plan.on_record(seq):
             await self.inner.token(seq, delta)
 
     async def durable(self) -> None:

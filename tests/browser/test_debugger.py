@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.test_chat import agent  # noqa: F401 (a fixture)
+from tests.browser_fixtures import run_once_in_step_mode
 from tests.fake_openai import Reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -18,12 +19,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_pause_in_step_mode_edit_a_tool_argument_and_continue(page, live_url, agent, fake_llm):  # noqa: F811
     fake_llm.script(Reply(tool_calls=[("calculator", '{"expression": "6*7"}')]),
                     Reply(text="The answer is 48."))
-    page.goto(f"{live_url}/chat/")
-    page.get_by_label("Question for Calc agent").fill("What is 6*7?")
-    page.locator("form.run-once").get_by_label("step mode").check()
-    page.get_by_role("button", name="Run Calc agent").click()
+    pending = run_once_in_step_mode(page, live_url)
 
-    pending = page.locator('[data-live="pending"]')
     what = pending.locator('[data-live="pending-what"]')
     expect(what).to_have_text("llm Scripted (step 1)")
     expect(pending).to_contain_text("step mode: before the llm call")

@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 
 from agentlab.runs.snapshot import create_run
 from tests.browser.test_chat import agent  # noqa: F401 (a fixture)
+from tests.browser_fixtures import run_once_in_step_mode
 from tests.fake_openai import Reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -73,11 +74,7 @@ def test_a_slow_call_shows_the_step_the_seconds_and_the_tokens(page, live_url, a
 def test_step_mode_after_a_reload_shows_the_run_as_it_is(page, live_url, agent, fake_llm):  # noqa: F811
     fake_llm.script(Reply(tool_calls=[("calculator", '{"expression": "6*7"}')]),
                     Reply(text="The answer is 42."))
-    page.goto(f"{live_url}/chat/")
-    page.get_by_label("Question for Calc agent").fill("What is 6*7?")
-    page.locator("form.run-once").get_by_label("step mode").check()
-    page.get_by_role("button", name="Run Calc agent").click()
-    pending = page.locator('[data-live="pending"]')
+    pending = run_once_in_step_mode(page, live_url)
     expect(pending).to_contain_text("step mode: before the llm call")
 
     page.goto(page.url.split("?")[0])  # the live page again, as a reload without ?step_mode

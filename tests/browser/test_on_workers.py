@@ -8,26 +8,20 @@ workers)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from django.db import connection
 from playwright.sync_api import expect
 
-from agentlab.bench.servers import database_url, free_port
+from agentlab.bench.servers import database_url
 from tests.browser.test_chat import agent  # noqa: F401 (a fixture)
-from tests.browser_fixtures import _wait_until_up, log_in
+from tests.browser_fixtures import log_in, run_once_in_step_mode, start_daphne
 from tests.fake_openai import Reply
 from tests.test_workers import Workers
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture
 def scale(fake_llm, tmp_path) -> Iterator[tuple[str, str]]:
@@ -45,14 +39,9 @@ def scale(fake_llm, tmp_path) -> Iterator[tuple[str, str]]:
     try:
         workers.start(2)
         for name in ("a", "b"):
-            port, log = free_port(), tmp_path / f"daphne-{name}.log"
-            with log.open("w") as out:
-                webs.append(subprocess.Popen(
-                    [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                     "agentlab.asgi:application"], cwd=ROOT, env=env, stdout=out,
-                    stderr=subprocess.STDOUT))
-            urls.append(f"http://127.0.0.1:{port}")
-            _wait_until_up(urls[-1], webs[-1], log)
+            url, web = start_daphne(env, tmp_path / f"daphne-{name}.log")
+            webs.append(web)
+            urls.append(url)
         wait_until(lambda: workers.registered() >= 2, timeout=60,
                    message="both workers registered")
         yield urls[0], urls[1]
@@ -84,11 +73,7 @@ def test_a_run_started_on_one_web_process_is_controlled_from_another(
     # A one-off run in step mode, started on A.
     fake_llm.script(Reply(tool_calls=[("calculator", '{"expression": "6*7"}')]),
                     Reply(text="The answer is 42."))
-    page_a.goto(f"{web_a}/chat/")
-    page_a.get_by_label("Question for Calc agent").fill("What is 6*7?")
-    page_a.locator("form.run-once").get_by_label("step mode").check()
-    page_a.get_by_role("button", name="Run Calc agent").click()
-    pending_a = page_a.locator('[data-live="pending"]')
+    pending_a = run_once_in_step_mode(page_a, web_a)
     expect(pending_a).to_contain_text("step mode: before the llm call", timeout=30_000)
     run_path = page_a.url.split("?")[0].removeprefix(web_a)
 
