@@ -199,6 +199,6 @@ def test_a_step_taken_over_by_another_worker_says_so_and_by_whom():
                    "meta": {"taken_over": note}})
     assert ('<span class="pill taken-over" title="the worker running this run '
             '(engine:host:1/7) stopped; host:2/&lt;b&gt; continued it from its trace after '
-            'step 4">taken over</span>') in page
+            'step 4">taken over after #4</span>') in page
     assert "pill taken-over" not in render({"kind": "llm", "name": "m",
                                             "meta": {"taken_over": "x"}})

@@ -203,6 +203,32 @@ async def test_controls_from_this_process_reach_the_worker_holding_the_run(
     await watcher.disconnect()
 
 
+async def test_a_second_account_cannot_reach_a_run_held_by_a_worker(
+        workers, on_workers, calc_agent, user, other_user, fake_llm):
+    """Bob's socket on Alice's paused run is refused before anything is forwarded: his
+    cancel never reaches the worker, and Alice's resume does."""
+    fake_llm.script(CALL, ANSWER)
+    workers.start(1)
+    await workers.ready(1)
+    run = await sync_to_async(create_run)(calc_agent, user, "What is 6*7?")
+    comm = await start_on_socket(run, user, step_mode=True)
+    await frames_until(comm, paused, timeout=60)
+    intruder = await connect(run.pk, other_user)
+    assert (await intruder.receive_json_from())["error"] == "not found, or not yours to watch"
+    assert (await intruder.receive_output(timeout=5))["type"] == "websocket.close"
+    await intruder.send_json_to({"action": "cancel"})  # on a closed socket: goes nowhere
+    await intruder.disconnect()
+    # His frame was never forwarded: the worker still holds the run, paused.
+    state = await engine.state(run.pk)
+    assert state is not None and state["detail"]["waiting_for"] == "step"
+    assert (await Run.objects.aget(pk=run.pk)).status == "paused"
+    await comm.send_json_to({"action": "debug", "step_mode": False})
+    await comm.send_json_to({"action": "resume"})
+    done = await frames_until(comm, ended, timeout=60)
+    assert done[-1]["status"] == "succeeded"
+    await comm.disconnect()
+
+
 @pytest.mark.parametrize("decision", ["approve", "deny"])
 async def test_an_approval_on_a_worker_is_decided_from_a_socket_that_opens_later(
         decision, workers, on_workers, calc_agent, user, fake_llm):

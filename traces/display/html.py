@@ -128,7 +128,7 @@ def _actions(step: StepView, run: Any, pk: Any) -> str:
         links.append('<span class="pill taken-over" title="the worker running this run '
                      f'({_e(taken.get("from", "?"))}) stopped; {_e(taken.get("by", "?"))} '
                      f'continued it from its trace after step {_e(taken.get("after_seq", "?"))}'
-                     '">taken over</span>')
+                     f'">taken over after #{_e(taken.get("after_seq", "?"))}</span>')
     active = getattr(run, "is_active", False)
     if not (active() if callable(active) else active) and step.status != "running":
         links.append(f'<a href="{_url("run_fork", pk, step.seq)}" title="A new run: steps '
