@@ -109,6 +109,30 @@ async def test_chat_socket_refuses_others_and_bad_messages(conversation, user, o
     await comm.disconnect()
 
 
+async def test_a_message_is_text_measured_without_its_outer_spaces_up_to_the_limit(
+        conversation, user, settings, fake_llm):
+    settings.AGENTLAB_MAX_MESSAGE_CHARS = 12
+    fake_llm.script(Reply(text="Forty-two."))
+    comm = await chat_socket(conversation, user)
+    for bad in (42, None, ["What is 6*7?"]):
+        await comm.send_json_to({"action": "start", "message": bad})
+        error = await comm.receive_json_from()
+        assert (error["type"], error["error"]) == (
+            "error", '"message" must be the text of your question')
+    await comm.send_json_to({"action": "start", "message": "What is 6*7?!"})  # 13 characters
+    assert (await comm.receive_json_from())["error"] == (
+        "the message is 13 characters; a message may have at most 12")
+    assert not await ChatTurn.objects.aexists()
+    # Exactly the limit once the spaces around it are gone: accepted, and stored without them.
+    await comm.send_json_to({"action": "start", "message": "  What is 6*7?  "})
+    turn = await comm.receive_json_from()
+    assert (turn["type"], turn["position"]) == ("turn", 1)
+    await _finished(turn["run"])
+    run = await Run.objects.aget(pk=turn["run"])
+    assert (run.input, run.final_answer) == ("What is 6*7?", "Forty-two.")
+    await comm.disconnect()
+
+
 def test_history_skips_turns_without_an_answer(conversation, user, agent):  # noqa: F811
     from agentlab.runs.snapshot import create_run
 

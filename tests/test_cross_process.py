@@ -167,4 +167,27 @@ async def test_events_that_queue_up_go_out_as_one_batch_in_order(user, redis_lay
         got += [e["delta"] for e in fanout.unbatched(message)]
     assert got == [str(i) for i in range(50)]
     assert messages < 50
-    await await_until(lambda: not REGISTRY.sending(), message="the sender finished")
+    # Its sender leaves the run's entry once everything is out (other runs' may still send).
+    await await_until(lambda: run.pk not in REGISTRY.sending(), message="the sender finished")
+
+
+async def test_a_sender_whose_loop_ended_leaves_nothing_and_the_next_event_goes_out(
+        user, redis_layer):
+    """A command or thread publishes on a loop of its own that ends while an event is still
+    on its way out: the sender is cancelled with its loop, and must not stay in the run's
+    entry, where every later event of the run would wait behind it for ever."""
+    run = await a_run(user, status="running")
+    listener = await redis_layer.new_channel()
+    await redis_layer.group_add(fanout.group_name(run.pk), listener)
+
+    async def publish_and_leave() -> None:  # its loop ends before the sender has sent
+        fanout.publish(run.pk, {"type": "run.token", "seq": 1, "delta": "cut"})
+
+    await sync_to_async(lambda: asyncio.run(publish_and_leave()), thread_sensitive=False)()
+    assert run.pk not in REGISTRY.sending()
+    fanout.publish(run.pk, {"type": "run.token", "seq": 1, "delta": "next"})
+    deltas = []
+    while "next" not in deltas:
+        message = await asyncio.wait_for(redis_layer.receive(listener), 10)
+        deltas += [e["delta"] for e in fanout.unbatched(message)]
+    await await_until(lambda: run.pk not in REGISTRY, message="the run's entry is gone")

@@ -87,8 +87,9 @@ def _send_out(layer: Any, run_id: int, message: dict[str, Any]) -> None:
         _send_one(layer, run_id, message)
         return
     entry = REGISTRY.hold(run_id)
-    queue = entry.outgoing
-    if queue is None:
+    queue, sender = entry.outgoing, entry.sender
+    if queue is None or sender is None or sender.done() or sender.get_loop() is not loop:
+        # None yet, or one of a loop that is gone (a command's, a test's): a fresh sender here.
         queue = entry.outgoing = asyncio.Queue()
         # The entry holds the sender task too, so it is not collected while it sends.
         entry.sender = loop.create_task(_drain(layer, run_id, queue))
@@ -114,17 +115,19 @@ def unbatched(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def _drain(layer: Any, run_id: int, queue: asyncio.Queue[dict[str, Any]]) -> None:
-    while True:
-        events = [await queue.get()]
-        while not queue.empty() and len(events) < MAX_BATCH:
-            events.append(queue.get_nowait())
-        await _send_safely(layer, run_id, batched(events))
-        if queue.empty():  # sent out: the next event starts a new sender
-            entry = REGISTRY.entry(run_id)
-            if entry is not None and entry.outgoing is queue:
-                entry.outgoing = entry.sender = None
-                REGISTRY.release(run_id)
-            return
+    try:
+        while True:
+            events = [await queue.get()]
+            while not queue.empty() and len(events) < MAX_BATCH:
+                events.append(queue.get_nowait())
+            await _send_safely(layer, run_id, batched(events))
+            if queue.empty():  # sent out: the next event starts a new sender
+                return
+    finally:  # also when its loop ends and cancels it: the run's entry must not keep it
+        entry = REGISTRY.entry(run_id)
+        if entry is not None and entry.outgoing is queue:
+            entry.outgoing = entry.sender = None
+            REGISTRY.release(run_id)
 
 
 async def _send_safely(layer: Any, run_id: int, message: dict[str, Any]) -> None:
