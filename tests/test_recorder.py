@@ -309,3 +309,32 @@ def test_the_status_row_and_the_last_resort_called_directly(user):
     assert run.error == ("Its end (succeeded) could not be recorded, so its answer and totals "
                          "are not stored: disk full")
     assert _mark_failed(run.pk, "succeeded", "again") == 0  # only a run still active
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_flush_waits_until_every_step_handed_over_is_published(user):
+    """What a run's status waits for (so a final status never overtakes a step): `flush()`
+    returns only once each step handed over before it has been written and published."""
+    from traces.writer import WRITER
+
+    run, recorder, _heard = await watched_run(user)
+    seen: list[dict] = []
+    fanout.subscribe(run.pk, seen.append)
+    gate = threading.Event()
+    held = WRITER.call(gate.wait, 30)  # the writer thread is busy until the gate opens
+    try:
+        steps = [asyncio.create_task(recorder.step(StepRecord(
+            seq=seq, kind="tool", name="calculator", status="ok"))) for seq in (1, 2)]
+        flushed = asyncio.create_task(recorder.flush())
+        await turns()  # nothing it waits for can happen meanwhile: the writer is held
+        assert not flushed.done() and not any(s.done() for s in steps)
+        second = asyncio.create_task(recorder.flush())  # two waiters share one drain
+        await turns()
+        assert not second.done()
+    finally:
+        gate.set()
+    await asyncio.wait_for(flushed, 10)
+    assert [m["seq"] for m in seen] == [1, 2]  # published by the time flush returned
+    await asyncio.wait_for(asyncio.gather(second, *steps), 10)
+    await held
+    await asyncio.wait_for(recorder.flush(), 1)  # nothing waits: at once
