@@ -1,0 +1,349 @@
+"""What the run context records when it answers, refuses or interrupts a call itself.
+
+These steps are what a person reads in the trace (and the run page's pills read their meta:
+`repeat_of`, `denied`, `loop`, `interrupted`, `refused`), and their text is what the model
+reads next. Each test pins the whole step, not a field or two. The model is tests/
+scripted_model.py's (this is the runtime's control flow, no server needed) or, for the context
+window, the scripted OpenAI-compatible server (tests/fake_openai.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from agentlab.runtime.context import Approval
+from agentlab.runtime.limits import Limits
+from agentlab.tools.decorator import tool
+from agentlab.tools.executor import ToolPolicy
+from tests.scripted_model import ScriptedModel, make_context, reply
+from tests.waiting import await_until
+from traces.schema import Step
+
+APPROVAL = {"lookup": ToolPolicy(needs_approval=True)}
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look up the population of a city."""
+    return {"paris": "Paris has 2.1 million people."}.get(city.lower(), "No results")
+
+
+@tool
+async def wait_here(seconds: float) -> str:
+    """Sleep for a while."""
+    await asyncio.sleep(seconds)
+    return "rested"
+
+
+def fields(step: Step, *names: str) -> dict:
+    return {name: getattr(step, name) for name in names}
+
+
+def result_dict(**values) -> dict:
+    return {"tool": "lookup", "error": None, "error_type": None, "truncated": False,
+            "duration_ms": 0.0, **values}
+
+
+async def test_a_repeated_call_is_answered_from_its_earlier_result_with_a_note() -> None:
+    ctx, sink = make_context(ScriptedModel([]), [lookup], limits=Limits(max_repeats=5))
+    await ctx.emit(Step(kind="plan", text="the plan"))
+    first = await ctx.tool("lookup", {"city": "Paris"}, parent=1, role="executor")
+    again = await ctx.tool("lookup", {"city": " Paris "}, parent=1, role="executor")
+    note = ("Paris has 2.1 million people.\n\nNote: you already called lookup with these "
+            "arguments and this was its result; it will not change. Use it to answer, or call "
+            "another tool.")
+    assert dataclasses.asdict(again) == result_dict(
+        arguments={"city": " Paris "}, ok=True, output="Paris has 2.1 million people.",
+        observation=note)
+    tool_steps = sink.of_kind("tool")
+    assert len(tool_steps) == 2 and ctx.totals.tool_calls == 1  # not run again
+    repeat = tool_steps[1]
+    assert fields(repeat, "seq", "parent", "role", "name", "input", "status", "text",
+                  "duration_ms", "meta") == {
+        "seq": 3, "parent": 1, "role": "executor", "name": "lookup",
+        "input": {"city": " Paris "}, "status": "ok", "text": note, "duration_ms": 0.0,
+        "meta": {"repeat_of": tool_steps[0].seq}}
+    assert repeat.output == dataclasses.asdict(again)
+    assert first.ok and ctx.findings == [first.observation]  # the note is not a new finding
+
+
+async def test_an_earlier_result_is_reused_only_for_a_call_that_succeeded_and_is_free() -> None:
+    ctx, sink = make_context(ScriptedModel([]), [lookup], limits=Limits(max_repeats=5))
+    await ctx.tool("lookup", {"town": "Paris"})  # wrong arguments: failed, so asked again
+    await ctx.tool("lookup", {"town": "Paris"})
+    assert [s.meta.get("repeat_of") for s in sink.of_kind("tool")] == [None, None]
+    assert ctx.totals.tool_calls == 2
+
+    async def yes(step: Step) -> Approval:
+        return Approval(True)
+
+    ctx, sink = make_context(ScriptedModel([]), [lookup], policies=APPROVAL, approver=yes,
+                             limits=Limits(max_repeats=5))
+    await ctx.tool("lookup", {"city": "Paris"})
+    await ctx.tool("lookup", {"city": "Paris"})  # needs a person each time: run again
+    assert [s.kind for s in sink.steps] == ["approval", "tool", "approval", "tool"]
+    assert ctx.totals.tool_calls == 2
+
+
+async def test_an_approval_step_says_who_decided_what_with_which_arguments() -> None:
+    decided: list[Step] = []
+
+    async def person(step: Step) -> Approval:
+        decided.append(step)
+        return Approval(True, arguments={"city": "paris"}, reason="checked the city")
+
+    ctx, sink = make_context(ScriptedModel([]), [lookup], policies=APPROVAL, approver=person)
+    await ctx.emit(Step(kind="plan", text="the plan"))
+    result = await ctx.tool("lookup", {"city": "Lyon"}, parent=1, role="executor")
+    approval, call = sink.of_kind("approval")[0], sink.of_kind("tool")[0]
+    assert decided == [approval]
+    assert fields(approval, "seq", "parent", "role", "name", "input", "status", "text",
+                  "meta", "output") == {
+        "seq": 2, "parent": 1, "role": "executor", "name": "lookup", "input": {"city": "Lyon"},
+        "status": "ok", "text": "approved",
+        "meta": {"approved": True, "reason": "checked the city"},
+        "output": {"approved": True, "arguments": {"city": "paris"},
+                   "reason": "checked the city"}}
+    assert approval.duration_ms is not None and approval.duration_ms >= 0
+    assert (call.input, call.parent, call.role, result.ok) == ({"city": "paris"}, 1,
+                                                               "executor", True)
+
+
+@pytest.mark.parametrize(("reason", "said"), [
+    ("not on a Sunday", "not on a Sunday"), ("", "denied")])
+async def test_a_denied_call_is_a_failed_tool_step_saying_why(reason, said) -> None:
+    async def person(step: Step) -> Approval:
+        return Approval(False, reason=reason)
+
+    ctx, sink = make_context(ScriptedModel([]), [lookup], policies=APPROVAL, approver=person)
+    result = await ctx.tool("lookup", {"city": "Paris"}, role="executor")
+    observation = f"Error: the user denied this call: {said}"
+    assert dataclasses.asdict(result) == result_dict(
+        arguments={"city": "Paris"}, ok=False, output="", observation=observation,
+        error=observation, error_type="denied")
+    approval, call = sink.steps
+    assert (approval.text, approval.meta) == (f"denied: {reason}",
+                                              {"approved": False, "reason": reason})
+    assert approval.output == {"approved": False, "arguments": None, "reason": reason}
+    assert fields(call, "kind", "role", "name", "input", "status", "text", "duration_ms",
+                  "meta") == {
+        "kind": "tool", "role": "executor", "name": "lookup", "input": {"city": "Paris"},
+        "status": "error", "text": observation, "duration_ms": 0.0, "meta": {"denied": True}}
+    assert call.output == dataclasses.asdict(result) and ctx.totals.tool_calls == 0
+
+
+async def test_arguments_edited_after_an_approval_are_approved_again_or_refused() -> None:
+    asked: list[dict] = []
+
+    async def person(step: Step) -> Approval:
+        asked.append(dict(step.input))
+        return Approval(len(asked) == 1, reason="" if len(asked) == 1 else "not that city")
+
+    async def checkpoint(step: Step) -> dict | None:  # a person edits the approved call
+        return {"city": "Rome"} if step.kind == "tool" else None
+
+    ctx, sink = make_context(ScriptedModel([]), [lookup], policies=APPROVAL, approver=person,
+                             checkpoint=checkpoint)
+    result = await ctx.tool("lookup", {"city": "Paris"}, role="executor")
+    assert asked == [{"city": "Paris"}, {"city": "Rome"}]
+    observation = "Error: the user denied this call: not that city"
+    assert dataclasses.asdict(result) == result_dict(
+        arguments={"city": "Rome"}, ok=False, output="", observation=observation,
+        error=observation, error_type="denied")
+    assert [s.kind for s in sink.steps] == ["approval", "tool", "approval"]
+    call = sink.of_kind("tool")[0]
+    assert fields(call, "input", "status", "text", "duration_ms", "meta") == {
+        "input": {"city": "Rome"}, "status": "error", "text": observation, "duration_ms": 0.0,
+        "meta": {"edited": True, "denied": True}}
+    assert call.output == dataclasses.asdict(result) and ctx.totals.tool_calls == 0
+    # Each version of the step went out; the last one is the refusal.
+    assert [e.status for e in sink.events if e.seq == call.seq] == ["running", "error"]
+
+
+async def test_arguments_edited_to_what_was_approved_are_not_asked_again() -> None:
+    asked: list[dict] = []
+
+    async def person(step: Step) -> Approval:
+        asked.append(dict(step.input))
+        return Approval(True)
+
+    async def checkpoint(step: Step) -> dict | None:
+        return {"city": " Paris"} if step.kind == "tool" else None  # the same, normalised
+
+    ctx, sink = make_context(ScriptedModel([]), [lookup], policies=APPROVAL, approver=person,
+                             checkpoint=checkpoint)
+    assert (await ctx.tool("lookup", {"city": "Paris"})).ok
+    assert asked == [{"city": "Paris"}]
+
+
+async def test_a_call_the_loop_check_refuses_is_a_tool_step_with_the_nudge() -> None:
+    ctx, sink = make_context(ScriptedModel([]), [lookup], limits=Limits(max_repeats=2))
+
+    async def nudge(name, args, parent) -> str:
+        return f"Error: stop calling {name}"
+
+    ctx.on_loop = nudge
+    await ctx.tool("lookup", {"city": "Rome"})
+    refused = await ctx.tool("lookup", {"city": "Rome"}, role="executor")
+    assert dataclasses.asdict(refused) == result_dict(
+        arguments={"city": "Rome"}, ok=False, output="", observation="Error: stop calling lookup",
+        error="Error: stop calling lookup", error_type="loop")
+    step = sink.steps[-1]
+    assert fields(step, "kind", "role", "name", "input", "status", "text", "duration_ms",
+                  "meta") == {
+        "kind": "tool", "role": "executor", "name": "lookup", "input": {"city": "Rome"},
+        "status": "error", "text": "Error: stop calling lookup", "duration_ms": 0.0,
+        "meta": {"loop": True}}
+    assert step.output == dataclasses.asdict(refused)
+
+
+async def test_a_call_cut_off_is_closed_as_interrupted_with_its_duration() -> None:
+    ctx, sink = make_context(ScriptedModel([]), [wait_here])
+    call = asyncio.create_task(ctx.tool("wait_here", {"seconds": 30}, meta={"var": "#E1"}))
+    await await_until(lambda: sink.of_kind("tool"), message="the call is under way")
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    (step,) = sink.of_kind("tool")
+    assert fields(step, "status", "output", "meta") == {
+        "status": "error", "output": {"error": "interrupted (cancelled or out of time)"},
+        "meta": {"var": "#E1", "interrupted": True}}
+    assert step.duration_ms is not None and 0 < step.duration_ms < 30_000
+
+
+async def test_cancel_stops_the_paradigms_task_and_every_later_call() -> None:
+    ctx, sink = make_context(ScriptedModel([reply("never")]), [wait_here])
+    ctx._task = task = asyncio.create_task(ctx.tool("wait_here", {"seconds": 30}))
+    await await_until(lambda: sink.of_kind("tool"), message="the call is under way")
+    ctx.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ctx.cancelled
+    from agentlab.runtime.limits import RunCancelled
+
+    with pytest.raises(RunCancelled, match="the run was cancelled"):
+        await ctx.llm("agent", [{"role": "user", "content": "hi"}])
+    ctx.cancel()  # again, with the task done: nothing to cancel, no error
+
+
+async def test_elapsed_time_counts_from_the_contexts_start() -> None:
+    ctx, _ = make_context(ScriptedModel([]))
+    first = ctx.elapsed_ms()
+    await asyncio.sleep(0.05)  # the subject: time passing
+    second = ctx.elapsed_ms()
+    assert 0 <= first < second and second - first >= 45  # milliseconds, growing
+
+
+# ---------------------------------------------------------------------- context windows
+
+
+def _window_model(fake_llm, context_tokens: int = 1024, max_tokens: int = 128):
+    from agentlab.llm.client import OpenAIChatModel
+    from agentlab.llm.types import ProfileConfig
+
+    return OpenAIChatModel(ProfileConfig(
+        name="Small window", base_url=fake_llm.base_url, model="scripted-model", retries=0,
+        context_tokens=context_tokens, max_tokens=max_tokens))
+
+
+async def test_a_prompt_that_cannot_fit_is_an_llm_step_with_the_sizes(fake_llm) -> None:
+    from agentlab.runtime.window import PromptTooLong
+
+    ctx, sink = make_context(_window_model(fake_llm))
+    await ctx.emit(Step(kind="plan", text="the plan"))
+    messages = [{"role": "user", "content": "Summarise: " + "lorem ipsum " * 800}]
+    with pytest.raises(PromptTooLong) as info:
+        await ctx.llm("solver", messages, parent=1, max_tokens=100)
+    (step,) = sink.of_kind("llm")
+    assert fields(step, "seq", "parent", "role", "name", "status", "duration_ms") == {
+        "seq": 2, "parent": 1, "role": "solver", "name": "Small window", "status": "error",
+        "duration_ms": 0.0}
+    assert step.input["messages"] == messages and step.input["max_tokens"] == 100
+    assert step.output == {"error": str(info.value), "kind": "context_too_long"}
+    assert step.text == str(info.value)
+    assert step.meta == {"refused": {"estimated_tokens": info.value.estimated, "budget": 924,
+                                     "context_tokens": 1024, "reserve": 100}}
+    assert info.value.estimated > 924 and fake_llm.requests == []
+
+
+SERVER_SAYS = ("This model's maximum context length is {limit} tokens. However, you requested "
+               "{total} tokens ({prompt} in the messages, 0 in the completion).")
+
+
+async def test_a_server_that_counts_more_is_believed_up_to_four_tokens_for_ours(fake_llm) -> None:
+    from tests.fake_openai import Fail, Reply
+
+    def long_messages():
+        return [{"role": "user", "content": "Go."},
+                {"role": "assistant", "content": "Reading."},
+                {"role": "user", "content": "Observation: " + "cell " * 1500}]
+
+    # The server claims 50 times our estimate: only 4 times is believed (no tokenizer makes
+    # more), so the prompt is cut to about a quarter of the window, not to almost nothing.
+    fake_llm.script(Fail(400, SERVER_SAYS.format(limit=4096, total=100000, prompt=100000),
+                         "context_length_exceeded"), Reply(text="Done."))
+    ctx, sink = make_context(_window_model(fake_llm, context_tokens=4096))
+    messages = long_messages()
+    assert (await ctx.llm("agent", messages)).text == "Done."
+    sent = fake_llm.requests[1]["messages"]
+    kept = len(sent[-1]["content"])
+    # Fitted to 4 x our estimate: 1,590 characters of 7,513 (3 x would keep ~2,100, 5 x ~1,270).
+    assert 1400 < kept < 1800
+    (step,) = sink.steps
+    assert step.meta["trimmed"]["server_prompt_tokens"] == 100000
+    assert step.meta["trimmed"]["server_context_tokens"] == 4096
+
+
+async def test_a_server_count_is_kept_with_five_percent_spare(fake_llm) -> None:
+    from agentlab.runtime import window
+    from tests.fake_openai import Fail, Reply
+
+    messages = [{"role": "user", "content": "Go."}, {"role": "assistant", "content": "Reading."},
+                {"role": "user", "content": "Observation: " + "cell " * 1500}]
+    ours = sum(map(window.message_tokens, messages)) + window.fixed_tokens()
+    fake_llm.script(Fail(400, SERVER_SAYS.format(limit=4096, total=2 * ours, prompt=2 * ours),
+                         "context_length_exceeded"), Reply(text="Done."))
+    ctx, _ = make_context(_window_model(fake_llm, context_tokens=4096))
+    assert (await ctx.llm("agent", messages)).text == "Done."
+    # What was sent is the prompt fitted as if every estimate were 2 x 1.05 of ours.
+    expected = window.fit(messages, window.Budget.of(4096, 128), fixed=window.fixed_tokens(),
+                          ratio=2 * 1.05, model="Small window").messages
+    assert fake_llm.requests[1]["messages"] == expected
+    assert expected != window.fit(messages, window.Budget.of(4096, 128),
+                                  fixed=window.fixed_tokens(), ratio=2.0,
+                                  model="Small window").messages  # the spare matters here
+
+
+async def test_a_server_window_smaller_than_the_profiles_is_learnt(fake_llm) -> None:
+    from tests.fake_openai import Fail, Reply
+
+    messages = [{"role": "user", "content": "Go."}, {"role": "assistant", "content": "Reading."},
+                {"role": "user", "content": "Observation: " + "cell " * 700}]
+    # The profile says 4,096; the server's window is 1,024 and it counts as we do.
+    fake_llm.script(Fail(400, SERVER_SAYS.format(limit=1024, total=1200, prompt=1200),
+                         "context_length_exceeded"), Reply(text="Done."), Reply(text="Again."))
+    ctx, sink = make_context(_window_model(fake_llm, context_tokens=4096))
+    assert (await ctx.llm("agent", messages)).text == "Done."
+    assert (await ctx.llm("agent", messages)).text == "Again."  # fitted at once this time
+    second, third = fake_llm.requests[1]["messages"], fake_llm.requests[2]["messages"]
+    assert second == third and len(second[-1]["content"]) < len(messages[-1]["content"])
+    first_step, second_step = sink.steps
+    assert first_step.meta["trimmed"]["server_context_tokens"] == 1024
+    assert "server_context_tokens" not in second_step.meta["trimmed"]  # our own fit this time
+
+
+async def test_a_server_count_that_changes_nothing_is_not_asked_again(fake_llm) -> None:
+    from agentlab.llm.errors import ContextTooLong
+    from tests.fake_openai import Fail
+
+    # The server says "too long" but counts fewer tokens than our estimate and states no
+    # window: nothing learnt would make the prompt shorter, so its error stands.
+    fake_llm.script(Fail(400, "maximum context length exceeded", "context_length_exceeded"))
+    ctx, sink = make_context(_window_model(fake_llm, context_tokens=4096))
+    with pytest.raises(ContextTooLong):
+        await ctx.llm("agent", [{"role": "user", "content": "Hi."}])
+    assert len(fake_llm.requests) == 1 and sink.steps[0].status == "error"
+    assert "trimmed" not in sink.steps[0].meta
