@@ -4,5 +4,36 @@ real redis-server for the cross-process live path (tests/redis_fixtures.py)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
 pytest_plugins = ["tests.fixtures", "tests.llm_servers", "tests.browser_fixtures",
                   "tests.redis_fixtures"]
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None
+                                 ) -> Iterator[None]:
+    """Under mutation testing (scripts/mutate), each mutant's process works on its own copy of
+    the SQLite test database: mutants run side by side, and one's flush at the end of a test
+    must not delete the rows another is reading (that would count a mutant as killed by a
+    test that failed for another reason)."""
+    mutant = os.environ.get("MUTANT_UNDER_TEST", "")
+    from django.conf import settings
+
+    test = settings.DATABASES["default"].setdefault("TEST", {})
+    if "__mutmut_" not in mutant or not str(test.get("NAME", "")).endswith(".sqlite3"):
+        yield
+        return
+    shared = Path(test["NAME"])
+    own = shared.with_name(f"{shared.stem}-{os.getpid()}.sqlite3")
+    if shared.exists():  # made by mutmut's clean run (--reuse-db): no migrations again
+        shutil.copyfile(shared, own)
+    test["NAME"] = str(own)
+    yield
+    for path in (own, own.with_name(own.name + "-wal"), own.with_name(own.name + "-shm")):
+        path.unlink(missing_ok=True)

@@ -235,6 +235,7 @@ async def test_elapsed_time_counts_from_the_contexts_start() -> None:
     await asyncio.sleep(0.05)  # the subject: time passing
     second = ctx.elapsed_ms()
     assert 0 <= first < second and second - first >= 45  # milliseconds, growing
+    assert second < 60_000  # since the context was made, not since some other origin
 
 
 # ---------------------------------------------------------------------- context windows
@@ -347,3 +348,124 @@ async def test_a_server_count_that_changes_nothing_is_not_asked_again(fake_llm) 
         await ctx.llm("agent", [{"role": "user", "content": "Hi."}])
     assert len(fake_llm.requests) == 1 and sink.steps[0].status == "error"
     assert "trimmed" not in sink.steps[0].meta
+
+
+class WindowedModel(ScriptedModel):
+    """A scripted model whose profile states a context window (as OpenAIChatModel does), so
+    the runtime fits prompts to it and learns from its "too long" errors."""
+
+    def __init__(self, script, tokens: int = 4096, max_tokens: int | None = 128) -> None:
+        from agentlab.llm.types import ContextWindow
+
+        super().__init__(script)
+        self.window = ContextWindow(tokens=tokens, max_tokens=max_tokens)
+
+
+def too_long(prompt: int | None, limit: int | None):
+    from agentlab.llm.errors import ContextTooLong
+
+    error = ContextTooLong("the prompt is too long")
+    error.prompt_tokens, error.limit_tokens = prompt, limit
+    return error
+
+
+def long_exchange(words: int = 1500) -> list[dict]:
+    return [{"role": "user", "content": "Go."}, {"role": "assistant", "content": "Reading."},
+            {"role": "user", "content": "Observation: " + "cell " * words}]
+
+
+def fitted(messages, *, ratio: float = 1.0, tokens: int = 4096, tools=None) -> list[dict]:
+    from agentlab.runtime import window
+
+    return window.fit(messages, window.Budget.of(tokens, 128), fixed=window.fixed_tokens(tools),
+                      ratio=ratio, model="scripted-model").messages
+
+
+LOOKUP_TOOLS = [{"type": "function", "function": {
+    "name": "lookup", "description": "Look up the population of a city. " * 40,
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+
+@pytest.mark.parametrize("tools", [None, LOOKUP_TOOLS])
+async def test_a_servers_count_is_compared_with_our_whole_request(tools) -> None:
+    """The server's count covers the tool schemas too: so does the estimate it is set against."""
+    from agentlab.runtime import window
+
+    messages = long_exchange()
+    ours = sum(map(window.message_tokens, messages)) + window.fixed_tokens(tools)
+    model = WindowedModel([too_long(2 * ours, None), reply("Done.")])
+    ctx, sink = make_context(model)
+    assert (await ctx.llm("agent", messages, tools=tools)).text == "Done."
+    # Asked again although the server named no window: its count alone is something learnt.
+    assert model.requests[1]["messages"] == fitted(messages, ratio=2 * 1.05, tools=tools)
+    (step,) = sink.steps
+    assert step.meta["trimmed"]["server_prompt_tokens"] == 2 * ours
+    assert step.meta["trimmed"]["server_context_tokens"] is None
+    assert step.meta["trimmed"]["dropped_messages"] + step.meta["trimmed"]["cut_messages"] > 0
+
+
+async def test_a_servers_window_alone_fits_the_prompt_to_it_at_our_own_count() -> None:
+    messages = long_exchange(700)
+    model = WindowedModel([too_long(None, 1024), reply("Done.")])
+    ctx, _ = make_context(model)
+    assert (await ctx.llm("agent", messages)).text == "Done."
+    assert model.requests[1]["messages"] == fitted(messages, tokens=1024)  # ratio 1: ours
+
+
+async def test_what_a_run_learnt_of_a_servers_count_is_kept_for_later_calls() -> None:
+    from agentlab.llm.errors import ContextTooLong
+    from agentlab.runtime import window
+
+    messages = long_exchange()
+    ours = sum(map(window.message_tokens, messages)) + window.fixed_tokens()
+    sent = fitted(messages, ratio=2 * 1.05)
+    # Then the server counts the fitted prompt as we do: lower than learnt, nothing new.
+    same = sum(map(window.message_tokens, sent)) + window.fixed_tokens()
+    model = WindowedModel([too_long(2 * ours, 4096), reply("Done."), too_long(same, 4096)])
+    ctx, _ = make_context(model)
+    assert (await ctx.llm("agent", messages)).text == "Done."
+    with pytest.raises(ContextTooLong):
+        await ctx.llm("agent", messages)
+    assert len(model.requests) == 3  # not asked a fourth time on a count that changes nothing
+    assert model.requests[2]["messages"] == sent  # fitted at once
+
+
+async def test_a_model_that_states_no_window_is_not_asked_again_after_too_long() -> None:
+    from agentlab.llm.errors import ContextTooLong
+
+    model = ScriptedModel([too_long(9000, 4096), reply("never")])
+    ctx, sink = make_context(model)
+    with pytest.raises(ContextTooLong):
+        await ctx.llm("agent", long_exchange())
+    assert len(model.requests) == 1 and sink.steps[0].status == "error"
+
+
+async def test_an_edit_that_fits_leaves_no_trimmed_mark_from_the_prompt_before_it() -> None:
+    async def checkpoint(step: Step) -> dict | None:
+        return {"messages": [{"role": "user", "content": "Short now."}]}
+
+    model = WindowedModel([reply("Done.")], tokens=1024)
+    ctx, sink = make_context(model, checkpoint=checkpoint)
+    await ctx.llm("agent", long_exchange())  # trimmed as asked; then edited to fit whole
+    (step,) = sink.steps
+    assert model.requests[0]["messages"] == [{"role": "user", "content": "Short now."}]
+    assert step.meta["edited"] is True and "trimmed" not in step.meta
+
+
+async def test_a_repeated_call_keeps_the_earlier_results_truncation_mark() -> None:
+    @tool
+    def report(city: str) -> str:
+        """A long report."""
+        return "line " * 500
+
+    ctx, _ = make_context(ScriptedModel([]), [report], limits=Limits(max_repeats=5),
+                          policies={"report": ToolPolicy(max_observation_chars=100)})
+    first = await ctx.tool("report", {"city": "Paris"})
+    again = await ctx.tool("report", {"city": "Paris"})
+    assert first.truncated and again.truncated and again.output == first.output
+
+
+async def test_cancel_without_a_task_marks_the_context_cancelled() -> None:
+    ctx, _ = make_context(ScriptedModel([]))
+    ctx.cancel()  # no paradigm task yet (a run cancelled before it started)
+    assert ctx.cancelled
