@@ -22,6 +22,7 @@ from channels.db import database_sync_to_async
 from django.db import transaction
 
 from agentlab.live import control as live
+from agentlab.live import engine
 from agentlab.workers.relay import RELAY
 from agentlab.workers.takeover import plan_takeover
 from traces.models import Run
@@ -60,7 +61,9 @@ async def execute(context: Any, run_id: int, debug: dict[str, Any] | None = None
         log.warning("run %s taken over from %s after step %s", run_id, previous,
                     plan.resume_after)
     settings_ = live.DebugSettings.from_frame(debug or {})
-    live.start(run, settings_, prepare=prepare)
+    # As in a web process: a replay, fork or resume rebuilds its record from the database.
+    if await engine.start_here(run, settings_, prepare=prepare) is None:
+        return  # it could not be prepared, and ended failed saying why
     task = REGISTRY.task(run_id)
     assert task is not None
     relay = RELAY[0] if RELAY else None

@@ -22,7 +22,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from agentlab.forks.plans import (
+from agentlab.forks.record import (
     ReplayPlan,
     recorded_approvals,
     recorded_calls,
