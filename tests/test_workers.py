@@ -31,6 +31,8 @@ from django.urls import reverse
 from agentlab.bench.servers import database_url
 from agentlab.evals import engine as evals
 from agentlab.evals.models import Case, Experiment, Result, Suite
+from agentlab.forks.plans import create_fork
+from agentlab.live import control as live
 from agentlab.live import engine
 from agentlab.models import Tool
 from agentlab.runs.snapshot import create_run
@@ -462,3 +464,50 @@ def fork_shape(run: Run) -> list[tuple[str, str, dict]]:
     marks = ("replayed", "source_seq", "edited", "diverged_from")
     return [(s.kind, s.status, {k: s.meta[k] for k in marks if k in s.meta})
             for s in Step.objects.filter(run=run).order_by("seq")]
+
+
+async def test_a_fork_taken_over_before_its_fork_step_goes_on_serving_its_record(
+        workers, on_workers, calc_agent, user, fake_llm):
+    """A fork at step 4 (the second tool step, its observation edited) starts on a worker in
+    step mode and pauses at its first step; that worker is killed. The other worker takes it
+    over with nothing of the fork's trace finished: it serves steps 1..4 from the source's
+    record (the edit included), asks the model only for what follows, and marks the steps as
+    an uninterrupted fork does. The model is the scripted OpenAI-compatible server
+    (tests/fake_openai.py)."""
+    fake_llm.script(CALL, Reply(tool_calls=[("calculator", '{"expression": "42+1"}')]),
+                    Reply(text="6*7+1 is 43."))
+    source = await sync_to_async(create_run)(calc_agent, user, "What is 6*7, plus 1?")
+    await execute_run(source)  # recorded in this process: llm, tool, llm, tool, llm, final
+    fake_llm.reset()
+    fake_llm.script(Reply(text="6*7+1 is 101."))
+    workers.start(2)
+    await workers.ready(2)
+    fork = await sync_to_async(create_fork)(await Run.objects.aget(pk=source.pk), user, 4,
+                                            edited_observation="100")
+    comm = await connect(fork.pk, user)
+    await synced(comm)
+    await engine.submit(fork, live.DebugSettings(step_mode=True))
+    await frames_until(comm, paused, timeout=60)
+    holder = await sync_to_async(workers.holder)(fork)
+    holder.send_signal(signal.SIGKILL)
+    again = await frames_until(comm, paused, timeout=60)  # taken over: step mode goes with it
+    assert again[-1]["detail"]["pending"]["seq"] == 1
+    await comm.send_json_to({"action": "debug", "step_mode": False})
+    await comm.send_json_to({"action": "resume"})
+    done = await frames_until(comm, ended, timeout=60)
+    await comm.disconnect()
+
+    assert done[-1]["status"] == "succeeded" and done[-1]["answer"] == "6*7+1 is 101."
+    assert (await sync_to_async(workers.holder)(fork)).pid != holder.pid
+    assert len(fake_llm.requests) == 1  # steps 1..4 came from the record
+    tool_messages = [m["content"] for m in fake_llm.requests[0]["messages"]
+                     if m["role"] == "tool"]
+    assert tool_messages == ["42", "100"]
+    assert await sync_to_async(fork_shape)(fork) == [
+        ("llm", "ok", {"replayed": True, "source_seq": 1}),
+        ("tool", "ok", {"replayed": True, "source_seq": 2}),
+        ("llm", "ok", {"replayed": True, "source_seq": 3}),
+        ("tool", "ok", {"replayed": True, "source_seq": 4, "edited": True}),
+        ("llm", "ok", {}), ("final", "ok", {})]
+    steps = [s async for s in Step.objects.filter(run=fork).order_by("seq")]
+    assert [s.seq for s in steps if "taken_over" in s.meta] == [1]
