@@ -5,7 +5,8 @@ skipped on SQLite. The model is the scripted one (tests/fake_openai.py, real HTT
 workers), so each run's path is known: one calculator call, then the answer.
 
 This test process plays the web process: its sockets (Channels' communicator, the real
-consumer) start runs through the workers' engine, watch them and send controls.
+consumer) start runs through the workers' engine, watch them and send controls; its pages and
+functions start experiments and forks as the browser's POSTs do.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from agentlab.live import control as live
 from traces.recorder import Recorder
 
 Prepare = Callable[[Any], None]  # rewires a run's built RunContext (runs.tasks.execute_run)
-Planner = Callable[[Any], "Prepare | None"]
+Planner = Callable[[Any], Prepare | None]  # a run -> how it is prepared (None: as it is)
 
 
 class RunEngine(Protocol):
@@ -81,7 +81,7 @@ async def start_here(run: Any, settings: live.DebugSettings | None = None, *,
     failed with the reason, recorded and announced like any ending, and None is returned."""
     if prepare is None and _PLANNER:
         try:
-            prepare = await sync_to_async(_PLANNER[0])(run)
+            prepare = await sync_to_async(_PLANNER[0], thread_sensitive=False)(run)
         except ValueError as exc:
             await Recorder(run.pk).status("failed", {"error": str(exc)})
             return None
