@@ -28,8 +28,12 @@ class AgentLabConfig(AppConfig):
         labels.register_scores(run_scores)
         from django.conf import settings
 
+        from agentlab.forks.record import prepare_for
+        from agentlab.live import engine
+
+        # A replay, fork or resume rebuilds its record where it executes (here or a worker).
+        engine.plan_with(prepare_for)
         if settings.AGENTLAB_RUNS_ON == "workers":  # runs go to `manage.py worker` processes
-            from agentlab.live import engine
             from agentlab.workers.engine import WorkerEngine
 
             engine.use(WorkerEngine())

@@ -5,7 +5,8 @@ skipped on SQLite. The model is the scripted one (tests/fake_openai.py, real HTT
 workers), so each run's path is known: one calculator call, then the answer.
 
 This test process plays the web process: its sockets (Channels' communicator, the real
-consumer) start runs through the workers' engine, watch them and send controls.
+consumer) start runs through the workers' engine, watch them and send controls; its pages and
+functions start experiments and forks as the browser's POSTs do.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,20 +24,28 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 from django.db import connection
-from django.test import Client
+from django.test import AsyncClient, Client
 from django.urls import reverse
 
 from agentlab.bench.servers import database_url
+from agentlab.evals import engine as evals
+from agentlab.evals.models import Case, Experiment, Result, Suite
+from agentlab.forks.plans import create_fork
+from agentlab.live import control as live
 from agentlab.live import engine
 from agentlab.models import Tool
 from agentlab.runs.snapshot import create_run
+from agentlab.runs.tasks import execute_run
 from agentlab.workers.engine import WorkerEngine
+from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import Delay, Reply
 from tests.test_consumers import connect, frames_until, is_type, paused, synced
 from tests.waiting import await_until
 from traces.models import Run, Step
-from traces.workers import ENGINE_PREFIX, parse_worker
+from traces.run_registry import REGISTRY
+from traces.workers import ENGINE_PREFIX, parse_worker, worker_id
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -325,3 +335,180 @@ async def test_sigterm_lets_the_worker_finish_its_runs_before_it_exits(
     await comm.disconnect()
     await await_until(lambda: proc.poll() is not None, timeout=30,
                       message="the worker exits once its run is over")
+
+
+# ------------------------------------------------------------------ experiments and forks
+
+
+def question_of(body: dict) -> str:
+    return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+
+
+async def test_an_experiment_runs_on_the_workers_and_each_pair_is_scored_where_it_ends(
+        workers, on_workers, user, fake_llm):
+    """An experiment started from this (web) process: each pair's run executes on one of two
+    workers, at most `concurrency` at once across both, and is scored there as it ends; its
+    progress and its end reach the experiment's group from the workers, and this process
+    holds none of its runs. The model is the scripted OpenAI-compatible server
+    (tests/fake_openai.py) answering each question by its text, slowly, so the runs overlap
+    whatever order they ask in."""
+    lock, state = threading.Lock(), {"now": 0, "max": 0}
+    replies = {"3 + 4?": "7", "6 * 7?": "42", "2 + 2?": "4", "9 - 1?": "8"}
+
+    def answer(body: dict) -> str:
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+        time.sleep(0.5)
+        with lock:
+            state["now"] -= 1
+        return f"It is {replies[question_of(body)]}."
+
+    fake_llm.responder = answer
+    workers.start(2)
+    await workers.ready(2)
+
+    def create() -> Experiment:
+        agents = make_agents(scripted_profile(fake_llm.base_url), 1)
+        suite = Suite.objects.create(name="Arithmetic")
+        for position, (question, expected) in enumerate(
+                [("3 + 4?", "7"), ("6 * 7?", "42"), ("2 + 2?", "5"), ("9 - 1?", "8")], 1):
+            Case.objects.create(suite=suite, position=position, question=question,
+                                expected=expected, scorer="numeric")
+        return evals.create_experiment(user, suite, agents, concurrency=2)
+
+    experiment = await sync_to_async(create)()
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(f"experiment-{experiment.pk}", channel)
+    await evals.start_experiment(experiment)  # what the page's POST does: returns once queued
+    assert REGISTRY.held() == []
+    messages: list[dict] = []
+    async with asyncio.timeout(90):
+        while not messages or messages[-1]["type"] != "experiment.status":
+            messages.append(await layer.receive(channel))
+
+    assert messages[-1]["status"] == "succeeded"
+    progress = messages[:-1]
+    assert len(progress) == 4 and max(m["done"] for m in progress) == 4
+    assert {m["total"] for m in progress} == {4}
+    experiment = await Experiment.objects.aget(pk=experiment.pk)
+    assert experiment.status == "succeeded" and experiment.finished_at is not None
+    results = [r async for r in Result.objects.filter(experiment=experiment)
+               .select_related("case", "run").order_by("case__position")]
+    assert {m["result_id"] for m in progress} == {r.pk for r in results}
+    assert [(r.status, r.score, r.passed) for r in results] == [
+        ("done", 1.0, True), ("done", 1.0, True), ("done", 0.0, False), ("done", 1.0, True)]
+    assert results[2].scorer_detail["answer_seen"] == "It is 4."
+    assert 1 <= state["max"] <= 2  # the experiment's concurrency, across both workers
+    holders = {(await sync_to_async(workers.holder)(r.run)).pid for r in results}
+    assert os.getpid() not in holders  # every run executed by a worker process
+
+
+async def test_a_fork_with_an_edited_observation_executes_on_a_worker_as_it_does_here(
+        workers, on_workers, calc_agent, user, fake_llm):
+    """A source run (llm, tool, llm, tool, llm) is forked at its first tool step with the
+    observation edited, twice through the fork page: once executed in this process (the
+    embedded profile's engine, the reference), once by a worker, which rebuilds what the fork
+    follows from the database (the source's steps, the fork's step, the edit). Both end with
+    the same steps: 1..2 from the record (the edited one marked), the rest live, and the model
+    is asked only for what follows the fork. The model is the scripted OpenAI-compatible
+    server (tests/fake_openai.py)."""
+    fake_llm.script(CALL, Reply(tool_calls=[("calculator", '{"expression": "42+1"}')]),
+                    Reply(text="6*7+1 is 43."))
+    workers.start(1)
+    await workers.ready(1)
+    source = await sync_to_async(create_run)(calc_agent, user, "What is 6*7, plus 1?")
+    await execute_run(source)  # recorded in this process
+    source = await Run.objects.aget(pk=source.pk)
+    client = AsyncClient()
+    await client.aforce_login(user)
+
+    async def fork_on(run_engine: Any) -> tuple[Run, list[dict]]:
+        engine.use(run_engine)
+        fake_llm.reset()
+        fake_llm.script(Reply(text="6*7+1 is 101."))
+        response = await client.post(reverse("run_fork", args=[source.pk, 2]),
+                                     {"observation": "100"})
+        assert response.status_code == 302, response.content[:500]
+        pk = int(response["Location"].rstrip("/").rsplit("/", 1)[1])
+        comm = await connect(pk, user)
+        frames = await synced(comm)
+        if not any(ended(f) for f in frames):
+            frames += await frames_until(comm, ended, timeout=60)
+        await comm.disconnect()
+        return await Run.objects.aget(pk=pk), list(fake_llm.requests)
+
+    here, asked_here = await fork_on(engine.InProcess())
+    there, asked_there = await fork_on(WorkerEngine())
+
+    held = await sync_to_async(workers.holder)(there)
+    assert held.pid != os.getpid()  # executed by the worker
+    assert here.worker == worker_id()  # the reference: executed here
+    for fork, asked in ((here, asked_here), (there, asked_there)):
+        assert fork.status == "succeeded" and fork.final_answer == "6*7+1 is 101."
+        assert (fork.parent_run_id, fork.fork_seq) == (source.pk, 2)
+        assert len(asked) == 1  # only the call after the fork reached the model
+        assert [m["content"] for m in asked[0]["messages"] if m["role"] == "tool"] == ["100"]
+    assert await sync_to_async(fork_shape)(there) == await sync_to_async(fork_shape)(here) == [
+        ("llm", "ok", {"replayed": True, "source_seq": 1}),
+        ("tool", "ok", {"replayed": True, "source_seq": 2, "edited": True}),
+        ("llm", "ok", {}), ("final", "ok", {})]
+    texts = [s async for s in Step.objects.filter(run=there).order_by("seq")
+             .values_list("text", flat=True)]
+    assert texts[1] == "100" and texts[-1] == "6*7+1 is 101."
+    assert there.agent_snapshot["fork_edit"] == {"observation": "100"}
+
+
+def fork_shape(run: Run) -> list[tuple[str, str, dict]]:
+    """Each step's kind, status and where it came from (the marks a fork's trace shows)."""
+    marks = ("replayed", "source_seq", "edited", "diverged_from")
+    return [(s.kind, s.status, {k: s.meta[k] for k in marks if k in s.meta})
+            for s in Step.objects.filter(run=run).order_by("seq")]
+
+
+async def test_a_fork_taken_over_before_its_fork_step_goes_on_serving_its_record(
+        workers, on_workers, calc_agent, user, fake_llm):
+    """A fork at step 4 (the second tool step, its observation edited) starts on a worker in
+    step mode and pauses at its first step; that worker is killed. The other worker takes it
+    over with nothing of the fork's trace finished: it serves steps 1..4 from the source's
+    record (the edit included), asks the model only for what follows, and marks the steps as
+    an uninterrupted fork does. The model is the scripted OpenAI-compatible server
+    (tests/fake_openai.py)."""
+    fake_llm.script(CALL, Reply(tool_calls=[("calculator", '{"expression": "42+1"}')]),
+                    Reply(text="6*7+1 is 43."))
+    source = await sync_to_async(create_run)(calc_agent, user, "What is 6*7, plus 1?")
+    await execute_run(source)  # recorded in this process: llm, tool, llm, tool, llm, final
+    fake_llm.reset()
+    fake_llm.script(Reply(text="6*7+1 is 101."))
+    workers.start(2)
+    await workers.ready(2)
+    fork = await sync_to_async(create_fork)(await Run.objects.aget(pk=source.pk), user, 4,
+                                            edited_observation="100")
+    comm = await connect(fork.pk, user)
+    await synced(comm)
+    await engine.submit(fork, live.DebugSettings(step_mode=True))
+    await frames_until(comm, paused, timeout=60)
+    holder = await sync_to_async(workers.holder)(fork)
+    holder.send_signal(signal.SIGKILL)
+    again = await frames_until(comm, paused, timeout=60)  # taken over: step mode goes with it
+    assert again[-1]["detail"]["pending"]["seq"] == 1
+    await comm.send_json_to({"action": "debug", "step_mode": False})
+    await comm.send_json_to({"action": "resume"})
+    done = await frames_until(comm, ended, timeout=60)
+    await comm.disconnect()
+
+    assert done[-1]["status"] == "succeeded" and done[-1]["answer"] == "6*7+1 is 101."
+    assert (await sync_to_async(workers.holder)(fork)).pid != holder.pid
+    assert len(fake_llm.requests) == 1  # steps 1..4 came from the record
+    tool_messages = [m["content"] for m in fake_llm.requests[0]["messages"]
+                     if m["role"] == "tool"]
+    assert tool_messages == ["42", "100"]
+    assert await sync_to_async(fork_shape)(fork) == [
+        ("llm", "ok", {"replayed": True, "source_seq": 1}),
+        ("tool", "ok", {"replayed": True, "source_seq": 2}),
+        ("llm", "ok", {"replayed": True, "source_seq": 3}),
+        ("tool", "ok", {"replayed": True, "source_seq": 4, "edited": True}),
+        ("llm", "ok", {}), ("final", "ok", {})]
+    steps = [s async for s in Step.objects.filter(run=fork).order_by("seq")]
+    assert [s.seq for s in steps if "taken_over" in s.meta] == [1]

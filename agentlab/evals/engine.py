@@ -1,13 +1,20 @@
 """Running an experiment: every (case, agent) pair is a normal recorded run, scored as it ends.
 
-`run_experiment` awaits the whole experiment in the calling task (the terminal command);
-`start_experiment` launches it as a task of the running loop (daphne's), as
-agentlab.runs.tasks.launch does for one run. Pairs run under an
-asyncio.Semaphore(experiment.concurrency); a pair that fails (an exception, a failed run, an
-unscorable answer) becomes an *error* result with the reason and never stops the others.
-`cancel_experiment` works from any thread: pending pairs are cancelled in the database (so a
-process that runs the experiment elsewhere skips them too) and the runs in flight here are
-cancelled; finished results are kept.
+Where its runs execute follows the run engine (agentlab.live.engine):
+- In this process (the embedded default): `run_experiment` awaits the whole experiment in the
+  calling task (the terminal command); `start_experiment` launches it as a task of the running
+  loop (daphne's), as agentlab.runs.tasks.launch does for one run. Pairs run under an
+  asyncio.Semaphore(experiment.concurrency); `cancel_experiment` cancels the runs in flight
+  here.
+- On the engine's workers (the scale profile): nothing of the experiment lives in this process
+  (agentlab/evals/on_workers.py). `start_experiment` queues its first runs; each is scored by
+  the worker where it ends, which queues the next; `run_experiment` follows it from the
+  database; `cancel_experiment` reaches the runs on their workers.
+
+Both ways, a pair that fails (an exception, a failed run, an unscorable answer) becomes an
+*error* result with the reason and never stops the others; `cancel_experiment` works from any
+thread: pending pairs are cancelled in the database (so no process starts them) and finished
+results are kept.
 
 Progress: after each finished pair, on_progress(done, total) is called and the channel group
 "experiment-<id>" gets {"type": "experiment.progress", "done", "total", "result_id",
@@ -17,33 +24,30 @@ Progress: after each finished pair, on_progress(done, total) is called and the c
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
 
-from agentlab.evals import scorers
-from agentlab.evals.models import FINISHED_RESULT_STATUSES, Case, Experiment, Result, Suite
+from agentlab.evals import on_workers, pairs
+from agentlab.evals.models import Case, Experiment, Result, Suite
+from agentlab.evals.pairs import Progress
+from agentlab.live import engine as run_engine
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.models import Agent, ModelProfile
-from agentlab.profiles import to_config
 from agentlab.runs import tasks
-from agentlab.runs.snapshot import create_run
-from traces.schema import ANSWERED_STATUSES
 from traces.workers import left_by_dead_process, worker_id
 
 log = logging.getLogger(__name__)
-Progress = Callable[[int, int], Any]
 
 
-def group_name(experiment_id: int) -> str:
-    return f"experiment-{experiment_id}"
+def on_engine_workers() -> bool:
+    """Whether runs execute on the engine's workers rather than in this process."""
+    return not run_engine.current().in_this_process
 
 
 # -- creating ----------------------------------------------------------------------------------
@@ -109,9 +113,11 @@ TASKS: dict[int, asyncio.Task[Experiment]] = {}
 
 
 def start_experiment(experiment: Experiment) -> asyncio.Task[Experiment]:
-    """Run `experiment` as a task of this process's running loop."""
+    """Run `experiment` as a task of this process's running loop; on the workers, the task only
+    queues its first runs (the workers take it from there)."""
     pk = experiment.pk
-    task = asyncio.get_running_loop().create_task(run_experiment(pk), name=f"experiment-{pk}")
+    work = on_workers.begin(pk) if on_engine_workers() else run_experiment(pk)
+    task = asyncio.get_running_loop().create_task(work, name=f"experiment-{pk}")
     TASKS[pk] = task
     task.add_done_callback(lambda _t: TASKS.pop(pk, None))
     return task
@@ -129,6 +135,8 @@ def cancel_experiment(experiment_id: int) -> bool:
             status="cancelled", error="cancelled before it ran", finished_at=timezone.now())
     if (control := CONTROLS.get(experiment_id)) is not None:
         control.loop.call_soon_threadsafe(control.cancel)
+    if changed and on_engine_workers():
+        on_workers.cancel_runs(experiment_id)
     return bool(changed)
 
 
@@ -142,7 +150,10 @@ async def run_experiment(experiment_id: int, *, on_progress: Progress | None = N
                          ) -> Experiment:
     """Run every pending pair of the experiment to its end; returns the updated row.
     `on_result(result, done, total)` sees each finished Result (case and run loaded), before
-    on_progress(done, total)."""
+    on_progress(done, total). On the workers, this follows the experiment they run."""
+    if on_engine_workers():
+        return await on_workers.follow(experiment_id, on_progress=on_progress,
+                                       on_result=on_result)
     experiment = await sync_to_async(_begin)(experiment_id)
     if experiment.status != "running":  # cancelled before it started, or already over
         return experiment
@@ -163,13 +174,13 @@ async def run_experiment(experiment_id: int, *, on_progress: Progress | None = N
                 on_result(await sync_to_async(
                     Result.objects.select_related("case", "run").get)(pk=result_id),
                     counter["done"], total)
-            await _report(experiment_id, counter["done"], total, result_id, status,
-                          on_progress)
+            await pairs.report(experiment_id, counter["done"], total, result_id, status,
+                               on_progress)
 
         await asyncio.gather(*(one(pk) for pk in pending))
         if control.cancelled:
             done, total = await sync_to_async(lambda: experiment.progress())()
-            await _report(experiment_id, done, total, None, "cancelled", on_progress)
+            await pairs.report(experiment_id, done, total, None, "cancelled", on_progress)
     except asyncio.CancelledError:  # the task itself was cancelled (shutdown): so is this
         interrupted = True
         raise
@@ -178,9 +189,9 @@ async def run_experiment(experiment_id: int, *, on_progress: Progress | None = N
         error = f"{type(exc).__name__}: {exc}"
     finally:
         CONTROLS.pop(experiment_id, None)
-        experiment = await asyncio.shield(sync_to_async(_finish)(experiment_id, error,
-                                                                   interrupted))
-    await _send(experiment_id, {"type": "experiment.status", "status": experiment.status})
+        experiment = await asyncio.shield(sync_to_async(pairs.finish)(experiment_id, error,
+                                                                        interrupted))
+    await pairs.send(experiment_id, {"type": "experiment.status", "status": experiment.status})
     return experiment
 
 
@@ -196,7 +207,8 @@ def _begin(experiment_id: int) -> Experiment:
 def mark_interrupted() -> int:
     """Experiments left running by a dead process (traces.workers: judged by process identity)
     become `interrupted`: their finished results stay, the rest are cancelled (a re-run runs
-    them all again). Every starting process calls it once (traces.startup)."""
+    them all again). Every starting process calls it once (traces.startup). An experiment on
+    the workers belongs to no process (its `worker` is "engine:…"), so it is never judged."""
     dead = [e.pk for e in Experiment.objects.filter(status="running").only("pk", "worker")
             if left_by_dead_process(e.worker)]
     now = timezone.now()
@@ -216,26 +228,7 @@ def _plan(experiment: Experiment) -> tuple[list[int], int, int, OpenAIChatModel 
                    .order_by("case__position", "case_id", "agent_name")
                    .values_list("pk", flat=True))
     done, total = experiment.progress()
-    profile = experiment.judge_profile
-    return pending, done, total, OpenAIChatModel(to_config(profile)) if profile else None
-
-
-def _finish(experiment_id: int, error: str, interrupted: bool) -> Experiment:
-    experiment = Experiment.objects.get(pk=experiment_id)
-    if experiment.status == "running" and interrupted:
-        experiment.status = "cancelled"
-        experiment.results.filter(status__in=("pending", "running")).update(
-            status="cancelled", error="cancelled with the experiment", finished_at=timezone.now())
-    elif experiment.status == "running":
-        results = experiment.results.filter(status__in=FINISHED_RESULT_STATUSES)
-        if not error and results.exists() and not results.exclude(status="error").exists():
-            first = results.first()
-            error = f"every pair failed; the first: {first.error}" if first else ""
-        experiment.status = "failed" if error else "succeeded"
-    experiment.error = error or experiment.error
-    experiment.finished_at = experiment.finished_at or timezone.now()
-    experiment.save(update_fields=["status", "error", "finished_at"])
-    return experiment
+    return pending, done, total, pairs.judge_model(experiment.judge_profile)
 
 
 async def _pair(result_id: int, control: Control, judge: OpenAIChatModel | None
@@ -250,88 +243,25 @@ async def _pair(result_id: int, control: Control, judge: OpenAIChatModel | None
     fields: dict[str, Any]
     try:
         if run is None:
-            raise RuntimeError(result.error or "the agent no longer exists")
-        control.runs.add(run.pk)
-        try:
-            outcome = await tasks.execute_run(run)
-        finally:
-            control.runs.discard(run.pk)
-        if outcome.status == "cancelled":
-            fields = {"status": "cancelled", "error": outcome.error or "the run was cancelled"}
-        elif outcome.status not in ANSWERED_STATUSES:  # a "stopped" run answered: scored
-            fields = {"status": "error", "error": f"the run {outcome.status.replace('_', ' ')}"
-                      + (f": {outcome.error}" if outcome.error else "")}
+            fields = pairs.unstartable(result)
         else:
-            fields = await _score(case, outcome.answer or "", judge)
+            control.runs.add(run.pk)
+            try:
+                outcome = await tasks.execute_run(run)
+            finally:
+                control.runs.discard(run.pk)
+            fields = await pairs.verdict(case, outcome.status, outcome.answer, outcome.error,
+                                         judge)
     except asyncio.CancelledError:
-        await asyncio.shield(sync_to_async(_save)(result.pk, status="cancelled",
-                                                  error="cancelled while it ran"))
+        await asyncio.shield(sync_to_async(pairs.save)(result.pk, status="cancelled",
+                                                       error="cancelled while it ran"))
         raise
     except Exception as exc:  # one pair's failure is its own result, never the experiment's
         fields = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-    await sync_to_async(_save)(result.pk, **fields)
+    await sync_to_async(pairs.save)(result.pk, **fields)
     return fields["status"]
 
 
 def _start_pair(result_id: int) -> tuple[Result, Case, Any] | None:
-    # A conditional update claims the pair, so a cancel that got there first wins.
-    if not Result.objects.filter(pk=result_id, status="pending").update(status="running"):
-        return None
-    result = Result.objects.select_related("case", "agent", "experiment__user").get(pk=result_id)
-    if result.experiment.status == "cancelled":
-        _save(result_id, status="cancelled", error="cancelled before it ran")
-        return None
-    run = None
-    if result.agent is not None:
-        try:
-            run = create_run(result.agent, result.experiment.user, result.case.question,
-                                    timeout_cap_s=result.experiment.run_timeout_s,
-                                    worker=worker_id())
-        except ValueError as exc:  # a snapshot that cannot be taken (e.g. a missing member)
-            result.error = str(exc)
-        else:
-            Result.objects.filter(pk=result_id).update(run=run)
-    return result, result.case, run
-
-
-async def _score(case: Case, answer: str, judge: OpenAIChatModel | None) -> dict[str, Any]:
-    try:
-        if case.scorer == "llm_judge":
-            if judge is None:
-                raise scorers.ScorerError("no judge profile: the LLM judge cannot score")
-            score = await scorers.judge(judge, question=case.question, expected=case.expected,
-                                        rubric=case.rubric, answer=answer)
-        else:
-            score = await scorers.ascore_answer(case.scorer, answer, case.expected,
-                                                case.tolerance)
-    except scorers.JudgeReplyError as exc:
-        return {"status": "error", "error": str(exc), "scorer_detail": exc.detail}
-    except scorers.ScorerError as exc:
-        return {"status": "error", "error": str(exc),
-                "scorer_detail": {"scorer": case.scorer}}
-    return {"status": "done", "score": score.score, "passed": score.passed,
-            "scorer_detail": {**score.detail, "answer_seen": answer[:2000]}}
-
-
-def _save(result_id: int, **fields: Any) -> None:
-    Result.objects.filter(pk=result_id).update(finished_at=timezone.now(), **fields)
-
-
-async def _report(experiment_id: int, done: int, total: int, result_id: int | None,
-                  status: str, on_progress: Progress | None) -> None:
-    if on_progress is not None:
-        value = on_progress(done, total)
-        if inspect.isawaitable(value):
-            await value
-    await _send(experiment_id, {"type": "experiment.progress", "done": done, "total": total,
-                                "result_id": result_id, "result_status": status})
-
-
-async def _send(experiment_id: int, message: dict[str, Any]) -> None:
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    try:
-        await layer.group_send(group_name(experiment_id), message)
-    except Exception:  # a broken channel layer must not lose results already saved
-        log.warning("could not publish progress of experiment %s", experiment_id, exc_info=True)
+    """The pair's run, claimed by this process (it executes it)."""
+    return pairs.start_pair(result_id, worker=worker_id())

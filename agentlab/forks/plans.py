@@ -1,10 +1,11 @@
 """Replay, fork and resume: a new Run that re-executes a recorded one (DESIGN.md "Replay, fork,
 diff").
 
-The new run is executed by the ordinary runner; `prepare` wraps its models in ReplayModels and
-its executor in a RecordedExecutor, so the source's replies and observations are served while the
-new run re-records its own steps, and its sink marks each step that came from the record
-(meta replayed/source_seq) or left it (meta diverged_from). Replay serves everything; a fork at
+This module is the web process's half: it checks the request, binds the new run to today's
+configuration and creates it, with what it re-executes written into its own row (agentlab/forks/
+record.py reads it back). The run is then submitted like any other (agentlab.live.engine): it
+executes in this process (the embedded default) or on a worker (the scale profile), and there
+its plan is rebuilt from the database (record.plan_for). Replay serves everything; a fork at
 step k serves steps 1..k (k's output edited if the user says so) and goes live after.
 
 The source's snapshot is a record (of an old run, or of an imported bundle): it is read, never
@@ -14,163 +15,23 @@ of the same name, else one the user chose; its models, tools, policies and limit
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
 
-from agentlab.forks.recorded_tools import (
-    RecordedApproval,
-    RecordedExecutor,
-    RecordedTool,
-    ToolRecording,
-)
-from agentlab.live import control as live
-from agentlab.llm.replay import RecordedCall, Recording, replay_models
+from agentlab.forks.record import ForkError, ReplayPlan, plan_for
+from agentlab.live import engine
 from agentlab.models import Agent
 from agentlab.runs import tasks
 from agentlab.runs.snapshot import RECORDED_FIELDS, snapshot
-from agentlab.runtime.context import RunContext
-from agentlab.runtime.sinks import durable
-from agentlab.tools.executor import ToolExecutor
-from traces.models import Run, Step
-from traces.schema import FINISHED_STATUSES
-from traces.schema import Step as StepRecord
+from traces.models import Run
 from traces.workers import worker_id
 
-
-class ForkError(ValueError):
-    """The request cannot be met (a step that cannot be edited, a run that cannot resume)."""
-
-
-# ------------------------------------------------------------------ the source's record
-
-
-def recorded_calls(steps: Iterable[Step]) -> list[RecordedCall]:
-    """The llm steps that got a reply (an interrupted or failed call has nothing to serve)."""
-    return [RecordedCall(s.seq, s.input or {}, s.output) for s in steps
-            if s.kind == "llm" and s.status == "ok" and isinstance(s.output, dict)
-            and "text" in s.output]
-
-
-def recorded_tools(steps: Iterable[Step]) -> list[RecordedTool]:
-    """The tool steps the executor answered (not the runtime's refusals, not interrupted)."""
-    return [RecordedTool(s.seq, s.name, s.input, s.output) for s in steps
-            if s.kind == "tool" and s.status != "running" and isinstance(s.output, dict)
-            and "observation" in s.output
-            and not {"loop", "denied", "interrupted"} & set(s.meta or {})]
-
-
-def recorded_approvals(steps: Iterable[Step]) -> list[RecordedApproval]:
-    return [RecordedApproval(s.seq, s.name, s.input, s.output) for s in steps
-            if s.kind == "approval" and isinstance(s.output, dict)]
-
-
-# ------------------------------------------------------------------ the plan of a new run
-
-
-@dataclasses.dataclass
-class ReplayPlan:
-    """A created (queued) Run and the recordings its context is wired to."""
-
-    run: Run
-    recording: Recording
-    tools: ToolRecording | None  # None: every tool runs live
-
-    def prepare(self, ctx: RunContext) -> None:
-        """The runner's hook: wrap the context's models, tools, approvals and sink."""
-        ctx.models = replay_models(ctx.models, self.recording)
-        ctx.sink = self.wrap_sink(ctx.sink)
-        if self.tools is not None:
-            ctx.executor = RecordedExecutor(ctx.executor, self.tools)
-            ctx.approver = self.tools.approver(ctx.approver)
-        # Multi-Agent members with their own models and tools follow the same record.
-        ctx.agents = {name: dataclasses.replace(
-            spec,
-            models=replay_models(spec.models, self.recording) if spec.models else None,
-            executor=self._executor(spec.executor),
-        ) for name, spec in ctx.agents.items()}
-
-    def wrap_sink(self, inner: Any) -> Any:
-        """The sink the new run records through: marks what came from the record."""
-        return MarkingSink(inner, self)
-
-    def _executor(self, executor: ToolExecutor | None) -> ToolExecutor | None:
-        if executor is None or self.tools is None:
-            return executor
-        return RecordedExecutor(executor, self.tools)
-
-    def summary(self) -> dict[str, Any]:
-        tools = self.tools
-        return {"served_llm": len(self.recording.served), "live_llm": self.recording.live_calls,
-                "unused_llm": self.recording.unused,
-                "served_tools": len(tools.served) if tools else 0,
-                "live_tools": tools.live_calls if tools else None}
-
-
-class MarkingSink:
-    """Marks each finished llm/tool step with where its result came from, then passes it on;
-    at the end, stores the first divergence and a summary in the run's snapshot."""
-
-    def __init__(self, inner: Any, plan: ReplayPlan) -> None:
-        self.inner = inner
-        self.plan = plan
-        self._marked: set[int] = set()
-        self.first_divergence: dict[str, Any] | None = None
-
-    async def step(self, step: StepRecord) -> None:
-        if step.status != "running" and step.seq not in self._marked:
-            if step.kind == "llm":
-                self._mark_llm(step)
-            elif step.kind == "tool" and self.plan.tools is not None:
-                self._mark_tool(step)
-        await self.inner.step(step)
-
-    def _mark_llm(self, step: StepRecord) -> None:
-        outcome = self.plan.recording.claim(step.input or {})
-        if outcome is None:
-            return
-        self._marked.add(step.seq)
-        if outcome.kind in ("replayed", "edited"):
-            step.meta.update(replayed=True, source_seq=outcome.source_seq)
-            if outcome.kind == "edited":
-                step.meta["edited"] = True
-        elif outcome.divergence is not None:
-            d = outcome.divergence
-            step.meta.update(diverged_from=d.source_seq, divergence=d.detail,
-                             divergence_fields=list(d.fields))
-            if self.first_divergence is None:
-                self.first_divergence = {"seq": step.seq, **d.to_dict()}
-
-    def _mark_tool(self, step: StepRecord) -> None:
-        assert self.plan.tools is not None
-        outcome = self.plan.tools.claim(step.name, step.input)
-        if outcome is not None:
-            self._marked.add(step.seq)
-            step.meta.update(replayed=True, source_seq=outcome.source_seq)
-            if outcome.edited:
-                step.meta["edited"] = True
-
-    async def token(self, seq: int, delta: str) -> None:
-        await self.inner.token(seq, delta)
-
-    async def durable(self) -> None:  # a fork's live tools wait for its rows too
-        await durable(self.inner)
-
-    async def status(self, status: str, detail: dict[str, Any]) -> None:
-        if status in FINISHED_STATUSES:
-            await sync_to_async(self._save_summary, thread_sensitive=False)()
-        await self.inner.status(status, detail)
-
-    def _save_summary(self) -> None:
-        snap = dict(self.plan.run.agent_snapshot)
-        snap["replay"] = {**snap.get("replay", {}), **self.plan.summary()}
-        if self.first_divergence is not None:
-            snap["first_divergence"] = self.first_divergence
-        self.plan.run.agent_snapshot = snap
-        Run.objects.filter(pk=self.plan.run.pk).update(agent_snapshot=snap)
+__all__ = ["ForkError", "NeedsAgent", "ReplayPlan", "bind", "bound_agent", "create_fork",
+           "create_replay", "create_resume", "fork_run", "plan_fork", "plan_replay",
+           "plan_resume", "replay_run", "resume_run"]
 
 
 # ------------------------------------------------------------------ binding to today
@@ -241,9 +102,10 @@ def _new_run(source: Run, user: Any, snap: dict[str, Any], fork_seq: int | None)
         raise ForkError(str(exc)) from None
 
 
-def plan_replay(source: Run, user: Any, *, tools: Literal["live", "recorded"] = "recorded",
-                agent: Literal["current", "recorded"] = "current",
-                chosen: int | None = None) -> ReplayPlan:
+def create_replay(source: Run, user: Any, *,
+                  tools: Literal["live", "recorded"] = "recorded",
+                  agent: Literal["current", "recorded"] = "current",
+                  chosen: int | None = None) -> Run:
     """A replay of `source`: every recorded reply served, checked against the new requests.
     Both modes run with today's configuration of the bound agent (bound_agent); `agent=
     "current"` also takes its prompt and params from today (to see what a change does),
@@ -252,21 +114,17 @@ def plan_replay(source: Run, user: Any, *, tools: Literal["live", "recorded"] = 
         raise ForkError(f"unknown replay option tools={tools!r}, agent={agent!r}")
     snap = {**bind(source, recorded=agent == "recorded", chosen=chosen),
             "replay_of": source.pk, "replay": {"tools": tools, "agent": agent}}
-    steps = list(source.steps.all())
-    tool_rec = ToolRecording(recorded_tools(steps), approvals=recorded_approvals(steps)) \
-        if tools == "recorded" else None
-    return ReplayPlan(_new_run(source, user, snap, None), Recording(recorded_calls(steps)),
-                      tool_rec)
+    return _new_run(source, user, snap, None)
 
 
-def plan_fork(source: Run, user: Any, seq: int, *, edited_observation: str | None = None,
-              edited_reply: Mapping[str, Any] | None = None, resume: bool = False,
-              chosen: int | None = None) -> ReplayPlan:
+def create_fork(source: Run, user: Any, seq: int, *, edited_observation: str | None = None,
+                edited_reply: Mapping[str, Any] | None = None, resume: bool = False,
+                chosen: int | None = None) -> Run:
     """A fork of `source` at step `seq`: steps 1..seq re-recorded from the record (that step's
-    observation or reply replaced when edited), live from there, with today's configuration
-    of the bound agent and the record's prompt and params."""
-    steps = list(source.steps.all())
-    step = next((s for s in steps if s.seq == seq), None)
+    observation or reply replaced when edited, the edit kept in the new run's snapshot as
+    `fork_edit`), live from there, with today's configuration of the bound agent and the
+    record's prompt and params."""
+    step = source.steps.filter(seq=seq).only("kind").first()
     if step is None:
         raise ForkError(f"run {source.pk} has no step {seq}")
     if edited_observation is not None and step.kind != "tool":
@@ -277,14 +135,14 @@ def plan_fork(source: Run, user: Any, seq: int, *, edited_observation: str | Non
         "reply" if edited_reply is not None else None)
     snap = {**bind(source, recorded=True, chosen=chosen),
             "fork": {"of": source.pk, "seq": seq, "edited": edited, "resume": resume}}
-    recording = Recording(recorded_calls(steps), fork_at=seq, edited_reply=edited_reply)
-    tools = ToolRecording(recorded_tools(steps), fork_at=seq,
-                          edited_observation=edited_observation,
-                          approvals=recorded_approvals(steps))
-    return ReplayPlan(_new_run(source, user, snap, seq), recording, tools)
+    if edited_observation is not None:
+        snap["fork_edit"] = {"observation": edited_observation}
+    elif edited_reply is not None:
+        snap["fork_edit"] = {"reply": dict(edited_reply)}
+    return _new_run(source, user, snap, seq)
 
 
-def plan_resume(source: Run, user: Any, *, chosen: int | None = None) -> ReplayPlan:
+def create_resume(source: Run, user: Any, *, chosen: int | None = None) -> Run:
     """An unfinished run continued: a fork at its last step."""
     if not source.is_resumable:
         raise ForkError(f"run {source.pk} is {source.get_status_display()}; only an "
@@ -292,27 +150,50 @@ def plan_resume(source: Run, user: Any, *, chosen: int | None = None) -> ReplayP
     last = source.steps.order_by("-seq").values_list("seq", flat=True).first()
     if last is None:
         raise ForkError(f"run {source.pk} has no steps to resume from; run it again instead")
-    return plan_fork(source, user, last, resume=True, chosen=chosen)
+    return create_fork(source, user, last, resume=True, chosen=chosen)
+
+
+# ------------------------------------------------------------------ the plans, for callers that
+# execute the new run themselves (tests, commands): rebuilt from the database, as where it runs
+
+
+def _planned(run: Run) -> ReplayPlan:
+    plan = plan_for(run)
+    assert plan is not None  # the run was just created to follow a record
+    return plan
+
+
+def plan_replay(source: Run, user: Any, **options: Any) -> ReplayPlan:
+    return _planned(create_replay(source, user, **options))
+
+
+def plan_fork(source: Run, user: Any, seq: int, **edits: Any) -> ReplayPlan:
+    return _planned(create_fork(source, user, seq, **edits))
+
+
+def plan_resume(source: Run, user: Any, **options: Any) -> ReplayPlan:
+    return _planned(create_resume(source, user, **options))
 
 
 # ------------------------------------------------------------------ launching
 
 
-def start(plan: ReplayPlan) -> Run:
-    """Launch the planned run as a task of the running loop (call from async code), under a
-    RunControl like any live run: its page can pause it, and a call that needs approval and
-    is not served from the record waits for a person there."""
-    live.start(plan.run, prepare=plan.prepare)
-    return plan.run
+async def _submit(run: Run) -> Run:
+    """Have the new run executed like any other (agentlab.live.engine): in this process under
+    a RunControl, or by a worker, which rebuilds its plan from the database. Its page can pause
+    it, and a call that needs approval and is not served from the record waits for a person
+    there."""
+    await engine.submit(run)
+    return run
 
 
 async def replay_run(source: Run, user: Any, **options: Any) -> Run:
-    return start(await sync_to_async(plan_replay)(source, user, **options))
+    return await _submit(await sync_to_async(create_replay)(source, user, **options))
 
 
 async def fork_run(source: Run, user: Any, seq: int, **edits: Any) -> Run:
-    return start(await sync_to_async(plan_fork)(source, user, seq, **edits))
+    return await _submit(await sync_to_async(create_fork)(source, user, seq, **edits))
 
 
 async def resume_run(source: Run, user: Any, **options: Any) -> Run:
-    return start(await sync_to_async(plan_resume)(source, user, **options))
+    return await _submit(await sync_to_async(create_resume)(source, user, **options))

@@ -1,7 +1,8 @@
 """Replay, fork, resume and the LLM playground (pages under /runs/<id>/).
 
-The views that start runs are async: a run is an asyncio task of the serving loop (daphne's),
-created by agentlab.runs.tasks.launch. ORM work and rendering go through sync_to_async.
+The views that start runs are async: the new run is created here (who may, and with what, is
+decided here) and submitted to the run engine (agentlab.live.engine: a task of the serving
+loop, or a worker's job). ORM work and rendering go through sync_to_async.
 """
 
 from __future__ import annotations

@@ -11,17 +11,30 @@ embedded profile and the scale profile share one code path above this module:
 - `agentlab.workers.engine.WorkerEngine`: the run is a procrastinate job executed by a worker
   process; controls and state requests travel over the channel layer to whichever worker holds
   the run, and its answer (or refusal) comes back.
+
+Wherever a run executes, it is prepared from its rows alone (`start_here`): a replay, fork or
+resume rebuilds the record it follows from the database (the planner agentlab.apps installs:
+agentlab.forks.record.prepare_for), so the same run executes the same way in this process and
+on a worker, and nothing but the run's id crosses between them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
+from asgiref.sync import sync_to_async
+
 from agentlab.live import control as live
+from traces.recorder import Recorder
+
+Prepare = Callable[[Any], None]  # rewires a run's built RunContext (runs.tasks.execute_run)
+Planner = Callable[[Any], Prepare | None]  # a run -> how it is prepared (None: as it is)
 
 
 class RunEngine(Protocol):
     name: str
+    in_this_process: bool  # whether submitted runs execute as tasks of this process's loop
 
     async def submit(self, run: Any, settings: live.DebugSettings | None = None) -> None:
         """Have `run` (a claimed, queued traces Run) executed from now on."""
@@ -38,9 +51,10 @@ class InProcess:
     """Runs are tasks of this process's loop; nothing is held elsewhere."""
 
     name = "this process"
+    in_this_process = True
 
     async def submit(self, run: Any, settings: live.DebugSettings | None = None) -> None:
-        live.start(run, settings)
+        await start_here(run, settings)
 
     async def control(self, run_id: int, frame: dict[str, Any]) -> None:
         raise live.ControlError("the run is not active")
@@ -50,6 +64,28 @@ class InProcess:
 
 
 _ENGINE: list[RunEngine] = [InProcess()]
+_PLANNER: list[Planner] = []
+
+
+def plan_with(planner: Planner) -> None:
+    """Install how a run is prepared where it executes, from its rows (sync: it reads the
+    database; ValueError when the run cannot be prepared)."""
+    _PLANNER[:] = [planner]
+
+
+async def start_here(run: Any, settings: live.DebugSettings | None = None, *,
+                     prepare: Prepare | None = None) -> live.RunControl | None:
+    """Execute `run` (a claimed traces Run) in this process from now on: InProcess.submit, a
+    worker's job. Unless `prepare` is given (a takeover's), the installed planner prepares it
+    from the database; a run it cannot prepare (a fork whose source was deleted since) ends
+    failed with the reason, recorded and announced like any ending, and None is returned."""
+    if prepare is None and _PLANNER:
+        try:
+            prepare = await sync_to_async(_PLANNER[0], thread_sensitive=False)(run)
+        except ValueError as exc:
+            await Recorder(run.pk).status("failed", {"error": str(exc)})
+            return None
+    return live.start(run, settings, prepare=prepare)
 
 
 def current() -> RunEngine:

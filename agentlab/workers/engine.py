@@ -19,6 +19,7 @@ from agentlab.workers.relay import ask
 
 class WorkerEngine:
     name = "workers"
+    in_this_process = False
 
     async def submit(self, run: Any, settings_: live.DebugSettings | None = None) -> None:
         debug = settings_.to_dict() if settings_ is not None else {}

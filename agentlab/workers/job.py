@@ -2,9 +2,12 @@
 
 `execute(run_id, debug)` claims the run for this worker (its `Run.worker` becomes
 `engine:<this process>`, which the start-up sweep of traces.startup leaves to the engine),
-then runs it exactly as a web process would (agentlab.live.control.start: recorder, fanout,
-RunControl), its control group joined while it runs here. A run that another worker had
-started (a retried job: that worker stopped) continues from its trace (takeover.py).
+then runs it exactly as a web process would (agentlab.live.engine.start_here: a replay, fork or
+resume rebuilds its record from the database; recorder, fanout, RunControl), its control group
+joined while it runs here. A run that another worker had started (a retried job: that worker
+stopped) continues from its trace (takeover.py). When the run has ended — also when a retried
+job finds it already over — a run that answers an evaluation case is scored here, and its
+experiment advanced (agentlab.evals.on_workers.settle).
 
 `serve()` is what `manage.py worker` runs: procrastinate's worker (one event loop, up to
 `concurrency` runs at once, a heartbeat every second), the control relay, and the sweep that
@@ -14,6 +17,7 @@ hands the jobs of a worker silent for AGENTLAB_TAKEOVER_S back to the queue
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -21,7 +25,9 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.db import transaction
 
+from agentlab.evals.on_workers import settle
 from agentlab.live import control as live
+from agentlab.live import engine
 from agentlab.workers.relay import RELAY
 from agentlab.workers.takeover import plan_takeover
 from traces.models import Run
@@ -48,6 +54,20 @@ def claim(run_id: int) -> tuple[Run, str | None] | None:
 
 async def execute(context: Any, run_id: int, debug: dict[str, Any] | None = None) -> None:
     """procrastinate's task body (registered in agentlab.workers.app)."""
+    try:
+        await _execute(run_id, debug)
+    finally:
+        await asyncio.shield(_settle(run_id))
+
+
+async def _settle(run_id: int) -> None:
+    try:
+        await settle(run_id)
+    except Exception:  # the run's record stands; its score is what is lost
+        log.exception("run %s ended, but its evaluation could not be scored", run_id)
+
+
+async def _execute(run_id: int, debug: dict[str, Any] | None) -> None:
     claimed = await claim(run_id)
     if claimed is None:
         log.info("run %s is no longer active; nothing to execute", run_id)
@@ -60,7 +80,9 @@ async def execute(context: Any, run_id: int, debug: dict[str, Any] | None = None
         log.warning("run %s taken over from %s after step %s", run_id, previous,
                     plan.resume_after)
     settings_ = live.DebugSettings.from_frame(debug or {})
-    live.start(run, settings_, prepare=prepare)
+    # As in a web process: a replay, fork or resume rebuilds its record from the database.
+    if await engine.start_here(run, settings_, prepare=prepare) is None:
+        return  # it could not be prepared, and ended failed saying why
     task = REGISTRY.task(run_id)
     assert task is not None
     relay = RELAY[0] if RELAY else None

@@ -22,14 +22,18 @@ from typing import Any
 
 from django.utils import timezone
 
-from agentlab.forks.plans import (
+from agentlab.forks.record import (
+    ForkError,
+    MarkingSink,
     ReplayPlan,
+    Source,
     recorded_approvals,
     recorded_calls,
     recorded_tools,
+    source_of,
 )
 from agentlab.forks.recorded_tools import ToolRecording
-from agentlab.llm.replay import Recording
+from agentlab.llm.replay import RecordedCall, Recording
 from agentlab.runtime.context import RunContext
 from agentlab.runtime.sinks import durable
 from traces.models import Run
@@ -40,12 +44,18 @@ from traces.schema import Step
 class TakeoverPlan(ReplayPlan):
     recorded: frozenset[int] = frozenset()  # seqs of the steps already finished in the trace
     note: dict[str, Any] = dataclasses.field(default_factory=dict)  # meta["taken_over"]
+    follows_record: bool = False  # a replay, fork or resume: its steps are marked as it goes
+    first_divergence: dict[str, Any] | None = None  # found before the takeover
 
     @property
     def resume_after(self) -> int:
         return max(self.recorded, default=0)
 
     def wrap_sink(self, inner: Any) -> Any:
+        if self.follows_record:
+            marking = MarkingSink(inner, self)
+            marking.first_divergence = self.first_divergence
+            inner = marking
         return TakeoverSink(inner, self)
 
     def prepare(self, ctx: RunContext) -> None:
@@ -64,15 +74,51 @@ class TakeoverPlan(ReplayPlan):
 
 
 def plan_takeover(run: Run, *, by: str, previous: str) -> TakeoverPlan:
-    """The plan that continues `run` from its trace (its steps as they are in the database)."""
+    """The plan that continues `run` from its trace (its steps as they are in the database),
+    then from the record it follows, if any."""
     steps = list(run.steps.all())
     finished = frozenset(s.seq for s in steps if s.status != "running")
     last = max(finished, default=0)
-    recording = Recording(recorded_calls(steps), fork_at=last, paid=True)
-    tools = ToolRecording(recorded_tools(steps), fork_at=last,
-                          approvals=recorded_approvals(steps))
+    calls, tools = recorded_calls(steps), recorded_tools(steps)
+    approvals = recorded_approvals(steps)
+    divergence = first_divergence(steps)
+    try:
+        source = source_of(run)
+    except ForkError:  # its source is gone: what its own trace holds is all there is
+        source = None
+    fork_at: int | None = last
+    edited_reply, edited_observation = None, None
+    if source is not None and divergence is None and (source.fork_at is None
+                                                      or last < source.fork_at):
+        rest = _after(source, last)
+        calls += [RecordedCall(c.seq, c.request, {**c.response, "cost_usd": 0.0})
+                  for c in source.calls if rest(c.seq)]
+        tools += [t for t in source.tools or () if rest(t.seq)]
+        approvals += [a for a in source.approvals if rest(a.seq)]
+        fork_at = source.fork_at
+        edited_reply, edited_observation = source.edited_reply, source.edited_observation
+    recording = Recording(calls, fork_at=fork_at, paid=True, edited_reply=edited_reply)
+    tool_recording = ToolRecording(tools, fork_at=fork_at, approvals=approvals,
+                                   edited_observation=edited_observation)
     note = {"by": by, "from": previous, "after_seq": last, "at": timezone.now().isoformat()}
-    return TakeoverPlan(run, recording, tools, recorded=finished, note=note)
+    return TakeoverPlan(run, recording, tool_recording, recorded=finished, note=note,
+                        follows_record=source is not None, first_divergence=divergence)
+
+
+def _after(source: Source, last: int) -> Any:
+    """Which of the source's steps the run has yet to reach: after its trace, up to the fork."""
+    return lambda seq: seq > last and (source.fork_at is None or seq <= source.fork_at)
+
+
+def first_divergence(steps: list[Any]) -> dict[str, Any] | None:
+    """The first step of a trace that left its record, as MarkingSink stores it."""
+    for step in steps:
+        meta = step.meta or {}
+        if "diverged_from" in meta:
+            return {"seq": step.seq, "source_seq": meta["diverged_from"],
+                    "fields": meta.get("divergence_fields", []),
+                    "detail": meta.get("divergence", "")}
+    return None
 
 
 class TakeoverSink:
