@@ -85,6 +85,25 @@ _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                 403: "permission_error", 404: "not_found_error", 429: "rate_limit_error"}
 
 
+class AtOnce:
+    """A responder that takes `seconds` to answer `answer(body)` and counts how many requests it
+    holds at the same time (`most`): what a concurrency limit is checked against."""
+
+    def __init__(self, answer: Callable[[dict[str, Any]], str], seconds: float) -> None:
+        self.answer, self.seconds = answer, seconds
+        self.now = self.most = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        with self._lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(self.seconds)
+        with self._lock:
+            self.now -= 1
+        return self.answer(body)
+
+
 class FakeOpenAI:
     """`with FakeOpenAI() as server: server.script(Reply("hi"), Fail(429)); ...`.
 

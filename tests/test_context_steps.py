@@ -19,23 +19,11 @@ from agentlab.runtime.limits import Limits
 from agentlab.tools.decorator import tool
 from agentlab.tools.executor import ToolPolicy
 from tests.scripted_model import ScriptedModel, make_context, reply
+from tests.test_runtime import lookup, nap
 from tests.waiting import await_until
 from traces.schema import Step
 
 APPROVAL = {"lookup": ToolPolicy(needs_approval=True)}
-
-
-@tool
-def lookup(city: str) -> str:
-    """Look up the population of a city."""
-    return {"paris": "Paris has 2.1 million people."}.get(city.lower(), "No results")
-
-
-@tool
-async def wait_here(seconds: float) -> str:
-    """Sleep for a while."""
-    await asyncio.sleep(seconds)
-    return "rested"
 
 
 def fields(step: Step, *names: str) -> dict:
@@ -201,8 +189,8 @@ async def test_a_call_the_loop_check_refuses_is_a_tool_step_with_the_nudge() -> 
 
 
 async def test_a_call_cut_off_is_closed_as_interrupted_with_its_duration() -> None:
-    ctx, sink = make_context(ScriptedModel([]), [wait_here])
-    call = asyncio.create_task(ctx.tool("wait_here", {"seconds": 30}, meta={"var": "#E1"}))
+    ctx, sink = make_context(ScriptedModel([]), [nap])
+    call = asyncio.create_task(ctx.tool("nap", {"seconds": 30}, meta={"var": "#E1"}))
     await await_until(lambda: sink.of_kind("tool"), message="the call is under way")
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -215,8 +203,8 @@ async def test_a_call_cut_off_is_closed_as_interrupted_with_its_duration() -> No
 
 
 async def test_cancel_stops_the_paradigms_task_and_every_later_call() -> None:
-    ctx, sink = make_context(ScriptedModel([reply("never")]), [wait_here])
-    ctx._task = task = asyncio.create_task(ctx.tool("wait_here", {"seconds": 30}))
+    ctx, sink = make_context(ScriptedModel([reply("never")]), [nap])
+    ctx._task = task = asyncio.create_task(ctx.tool("nap", {"seconds": 30}))
     await await_until(lambda: sink.of_kind("tool"), message="the call is under way")
     ctx.cancel()
     with pytest.raises(asyncio.CancelledError):

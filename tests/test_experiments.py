@@ -20,7 +20,7 @@ from agentlab.evals import engine
 from agentlab.evals.models import Case, Experiment, Result, Suite
 from agentlab.evals.summary import agent_summary, change_counts, compare, matrix
 from tests.factories import make_agents, scripted_profile
-from tests.fake_openai import Fail
+from tests.fake_openai import AtOnce, Fail
 from traces.models import Run
 from traces.workers import worker_id
 
@@ -52,18 +52,7 @@ def results(experiment):
 @with_db
 async def test_the_concurrency_limit_is_respected_and_every_pair_is_a_recorded_run(
         fake_llm, profile, user):
-    lock, state = threading.Lock(), {"now": 0, "max": 0}
-
-    def slow(body):
-        with lock:
-            state["now"] += 1
-            state["max"] = max(state["max"], state["now"])
-        time.sleep(0.15)
-        with lock:
-            state["now"] -= 1
-        return "The answer is 4."
-
-    fake_llm.responder = slow
+    fake_llm.responder = at_once = AtOnce(lambda body: "The answer is 4.", seconds=0.15)
     agents = await sync_to_async(make_agents)(profile, 2)
     suite = await sync_to_async(make_suite)(*[(f"What is {i} + {4 - i}?", "4", "numeric")
                                               for i in range(4)])
@@ -73,7 +62,7 @@ async def test_the_concurrency_limit_is_respected_and_every_pair_is_a_recorded_r
     done = await engine.run_experiment(experiment.pk, on_progress=lambda d, t: seen.append((d, t)))
 
     assert done.status == "succeeded" and done.started_at and done.finished_at
-    assert state["max"] == 3  # never more runs in flight than allowed (and the limit is used)
+    assert at_once.most == 3  # never more runs in flight than allowed (and the limit is used)
     assert seen == [(i, 8) for i in range(1, 9)]
     rows = await sync_to_async(lambda: list(done.results.select_related("run", "case")))()
     assert len(rows) == 8 and {r.status for r in rows} == {"done"}

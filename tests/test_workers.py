@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -40,7 +39,7 @@ from agentlab.runs.snapshot import create_run
 from agentlab.runs.tasks import execute_run
 from agentlab.workers.engine import WorkerEngine
 from tests.factories import make_agents, scripted_profile
-from tests.fake_openai import Delay, Reply
+from tests.fake_openai import AtOnce, Delay, Reply
 from tests.test_consumers import connect, frames_until, is_type, paused, synced
 from tests.waiting import await_until
 from traces.models import Run, Step
@@ -352,19 +351,9 @@ async def test_an_experiment_runs_on_the_workers_and_each_pair_is_scored_where_i
     holds none of its runs. The model is the scripted OpenAI-compatible server
     (tests/fake_openai.py) answering each question by its text, slowly, so the runs overlap
     whatever order they ask in."""
-    lock, state = threading.Lock(), {"now": 0, "max": 0}
     replies = {"3 + 4?": "7", "6 * 7?": "42", "2 + 2?": "4", "9 - 1?": "8"}
-
-    def answer(body: dict) -> str:
-        with lock:
-            state["now"] += 1
-            state["max"] = max(state["max"], state["now"])
-        time.sleep(0.5)
-        with lock:
-            state["now"] -= 1
-        return f"It is {replies[question_of(body)]}."
-
-    fake_llm.responder = answer
+    fake_llm.responder = at_once = AtOnce(
+        lambda body: f"It is {replies[question_of(body)]}.", seconds=0.5)
     workers.start(2)
     await workers.ready(2)
 
@@ -400,7 +389,7 @@ async def test_an_experiment_runs_on_the_workers_and_each_pair_is_scored_where_i
     assert [(r.status, r.score, r.passed) for r in results] == [
         ("done", 1.0, True), ("done", 1.0, True), ("done", 0.0, False), ("done", 1.0, True)]
     assert results[2].scorer_detail["answer_seen"] == "It is 4."
-    assert 1 <= state["max"] <= 2  # the experiment's concurrency, across both workers
+    assert 1 <= at_once.most <= 2  # the experiment's concurrency, across both workers
     holders = {(await sync_to_async(workers.holder)(r.run)).pid for r in results}
     assert os.getpid() not in holders  # every run executed by a worker process
 
