@@ -50,16 +50,18 @@ DEFAULT_AGENTS = [
                  "OpenAI-style tool calls; several calls in one reply run concurrently.",
                  REACT_DEMO, QUICK, LOOKUPS, default_prompts.FUNCTION_CALLING),
     DefaultAgent("ReAct (text)", "react",
-                 {"mode": "text", "max_iterations": 4, "few_shot": default_prompts.text_mode()},
+                 {"mode": "text", "max_iterations": 4, "first_tool_choice": "required",
+                  "few_shot": default_prompts.text_mode()},
                  "The paper's Thought / Action / Action Input / Observation format, parsed "
                  "tolerantly.", REACT_DEMO, QUICK, LOOKUPS),
     DefaultAgent("ReAct (JSON)", "react",
-                 {"mode": "json", "max_iterations": 4, "few_shot": default_prompts.json_mode()},
+                 {"mode": "json", "max_iterations": 4, "first_tool_choice": "required",
+                  "few_shot": default_prompts.json_mode()},
                  "Structured output constrained to a JSON schema: what makes tiny local models "
                  "usable.", REACT_DEMO, QUICK, LOOKUPS),
     DefaultAgent("ReAct + rule reflector", "react",
                  {"mode": "json", "reflector": "rule", "max_iterations": 4,
-                  "few_shot": default_prompts.json_mode()},
+                  "first_tool_choice": "required", "few_shot": default_prompts.json_mode()},
                  "ReAct whose every observation is reviewed by the rule-based reflector, which "
                  "re-plans.", REACT_DEMO, QUICK, LOOKUPS),
     DefaultAgent("Plan-and-Execute", "plan_execute", limits={"total_timeout_s": 90},

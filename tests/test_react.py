@@ -266,3 +266,53 @@ async def test_an_empty_reply_is_a_format_error_not_an_answer() -> None:
     outcome, sink, model, ctx = await run("function_calling", [reply(""), reply("2.1 million")])
     assert outcome.answer == "2.1 million" and ctx.totals.format_errors == 1
     assert "reply was empty" in model.requests[1]["messages"][-1]["content"]
+
+
+async def run_required(mode: str, script):
+    """A ReAct run whose first reply must call a tool (first_tool_choice 'required')."""
+    model = ScriptedModel(script)
+    params = validate_params("react", {"mode": mode, "first_tool_choice": "required"})
+    ctx, sink = make_context(model, TOOLS, params=params)
+    outcome = await execute(ReAct(), ctx, "How many people live in Paris?")
+    return outcome, sink, model
+
+
+async def test_a_json_turn_that_must_act_offers_no_final_answer_then_the_next_does() -> None:
+    outcome, _, model = await run_required("json", [act("json", "population", {"city": "Paris"}),
+                                                    final("json", "2.1 million")])
+    assert outcome.answer == "2.1 million"
+    first, second = (r["response_format"]["json_schema"]["schema"]["properties"]["action"]
+                     for r in model.requests)
+    assert first == {"enum": ["population", "slow", "nap"]}
+    assert second == {"enum": ["population", "slow", "nap", "final_answer"]}
+
+
+async def test_a_text_answer_before_any_tool_is_sent_back_when_the_first_turn_must_act() -> None:
+    outcome, sink, model = await run_required("text", [
+        final("text", "2 million"), act("text", "population", {"city": "Paris"}),
+        final("text", "2.1 million")])
+    assert outcome.status == "succeeded" and outcome.answer == "2.1 million"
+    (error,) = sink.of_kind("error")
+    assert error.meta == {"format_error": True} and error.input == final("text", "2 million")
+    assert error.text == ("call a tool before the final answer: Action: one of population, "
+                          "slow, nap, then Action Input: its arguments as JSON")
+    assert model.requests[1]["messages"][-1] == {
+        "role": "user", "content": f"Observation: Error: {error.text}"}
+    assert [s.kind for s in sink.steps if s.kind not in ("thought", "llm")] == [
+        "error", "tool", "final"]
+
+
+async def test_an_answer_after_the_first_turn_is_taken_as_it_is() -> None:
+    # Only the first turn must act: an answer the model insists on is its answer (the trace
+    # shows the format error before it).
+    outcome, sink, _ = await run_required("text", [final("text", "2 million"),
+                                                   final("text", "2 million")])
+    assert outcome.answer == "2 million" and len(sink.of_kind("error")) == 1
+
+
+async def test_the_first_turn_may_answer_when_the_agent_has_no_tools() -> None:
+    model = ScriptedModel([final("json", "hello")])
+    params = validate_params("react", {"mode": "json", "first_tool_choice": "required"})
+    ctx, _ = make_context(model, [], params=params)
+    outcome = await execute(ReAct(), ctx, "Say hello")
+    assert outcome.answer == "hello"

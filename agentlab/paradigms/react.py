@@ -72,9 +72,11 @@ class ReAct(Paradigm):
                                          "tool_call_id": {"type": "string"}}}},
             "first_tool_choice": {
                 "enum": ["auto", "required"], "default": "auto",
-                "description": "Function calling: the first turn's tool_choice. 'required' "
-                               "makes the first reply a tool call (small models otherwise "
-                               "answer from memory at once)."},
+                "description": "'required': the first reply must call a tool (small models "
+                               "otherwise answer from memory at once). Function calling: the "
+                               "first turn's tool_choice; JSON: its schema leaves out "
+                               "final_answer; text: a Final Answer first is sent back as a "
+                               "format error."},
         },
         "additionalProperties": False,
     }
@@ -96,6 +98,7 @@ class ReAct(Paradigm):
         self.first_choice = params.get("first_tool_choice", "auto")
         self.turns = 0
         for _ in range(params["max_iterations"]):
+            self.turns += 1
             answer = await turn(messages)
             if answer is not None:
                 return answer
@@ -115,8 +118,12 @@ class ReAct(Paradigm):
 
     # ------------------------------------------------------------ function calling
 
+    def _must_act(self) -> bool:
+        """The first turn must call a tool (first_tool_choice 'required', and tools to call)."""
+        return self.turns == 1 and self.first_choice == "required" and bool(
+            self.ctx.executor.names)
+
     async def _turn_tools(self, messages: list[dict[str, Any]]) -> str | None:
-        self.turns += 1
         choice = self.first_choice if self.turns == 1 and self.first_choice != "auto" else None
         result = await self.ctx.llm("agent", messages, tools=self.ctx.executor.openai_tools(),
                                     tool_choice=choice, max_tokens=MAX_TOKENS)
@@ -160,15 +167,22 @@ class ReAct(Paradigm):
         else:
             if decision.thought:
                 await self.ctx.emit(Step(kind="thought", text=decision.thought))
-            if isinstance(decision, ReactFinal):
+            if isinstance(decision, ReactFinal) and self._must_act():
+                observation = await self._format_error(
+                    "call a tool before the final answer: Action: one of "
+                    f"{', '.join(self.ctx.executor.names)}, then Action Input: its arguments "
+                    "as JSON", raw=result.text)
+            elif isinstance(decision, ReactFinal):
                 return decision.answer
-            observation = await self._act(decision.tool, decision.tool_input)
+            else:
+                observation = await self._act(decision.tool, decision.tool_input)
         messages.append({"role": "user", "content": f"Observation: {observation}"})
         return None
 
     async def _turn_json(self, messages: list[dict[str, Any]]) -> str | None:
         result = await self.ctx.llm("agent", messages, max_tokens=MAX_TOKENS,
-                                    response_format=step_format(self.ctx.executor))
+                                    response_format=step_format(self.ctx.executor,
+                                                                final=not self._must_act()))
         messages.append({"role": "assistant", "content": result.text or ""})
         try:
             thought, action, action_input = _read_json_step(result)
@@ -224,9 +238,10 @@ def closed(params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def step_format(executor: Any) -> dict[str, Any]:
-    """REACT_STEP_FORMAT narrowed to this agent: the action is one of its tools or
-    final_answer, the input one of its tools' arguments (or the answer's text)."""
+def step_format(executor: Any, *, final: bool = True) -> dict[str, Any]:
+    """REACT_STEP_FORMAT narrowed to this agent: the action is one of its tools or (unless
+    `final` is False: a turn that must act) final_answer, the input one of its tools'
+    arguments (or the answer's text)."""
     tools = executor.openai_tools()
     if not tools:
         return REACT_STEP_FORMAT
@@ -237,7 +252,8 @@ def step_format(executor: Any) -> dict[str, Any]:
         "type": "object",
         "properties": {
             "thought": {"type": "string"},
-            "action": {"enum": [t["function"]["name"] for t in tools] + ["final_answer"]},
+            "action": {"enum": [t["function"]["name"] for t in tools]
+                       + (["final_answer"] if final else [])},
             "action_input": {"anyOf": [*unique, {"type": "string"}]},
         },
         "required": ["thought", "action", "action_input"],
