@@ -5,8 +5,9 @@ real redis-server for the cross-process live path (tests/redis_fixtures.py)."""
 from __future__ import annotations
 
 import os
-import shutil
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,9 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     shared = Path(test["NAME"])
     own = shared.with_name(f"{shared.stem}-{os.getpid()}.sqlite3")
     if shared.exists():  # made by mutmut's clean run (--reuse-db): no migrations again
-        shutil.copyfile(shared, own)
+        # SQLite's backup, not a file copy: the latest writes may still be in the WAL file.
+        with closing(sqlite3.connect(shared)) as source, closing(sqlite3.connect(own)) as copy:
+            source.backup(copy)
     test["NAME"] = str(own)
     yield
     for path in (own, own.with_name(own.name + "-wal"), own.with_name(own.name + "-shm")):
