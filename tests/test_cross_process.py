@@ -191,3 +191,47 @@ async def test_a_sender_whose_loop_ended_leaves_nothing_and_the_next_event_goes_
         message = await asyncio.wait_for(redis_layer.receive(listener), 10)
         deltas += [e["delta"] for e in fanout.unbatched(message)]
     await await_until(lambda: run.pk not in REGISTRY, message="the run's entry is gone")
+
+
+def test_one_event_goes_alone_and_several_go_as_one_batch_with_their_origin():
+    one = {"type": "run.token", "seq": 1, "delta": "a", "origin": "here"}
+    two = {"type": "run.token", "seq": 1, "delta": "b", "origin": "here"}
+    assert fanout.batched([one]) is one
+    assert fanout.batched([one, two]) == {"type": fanout.BATCH, "events": [one, two],
+                                          "origin": "here"}
+    assert fanout.unbatched(fanout.batched([one, two])) == [one, two]
+    assert fanout.unbatched(one) == [one]
+
+
+async def test_a_batch_holds_at_most_max_batch_events_and_the_run_is_sending_meanwhile(
+        user, redis_layer):
+    run = await a_run(user, status="running")
+    listener = await redis_layer.new_channel()
+    await redis_layer.group_add(fanout.group_name(run.pk), listener)
+    total = 2 * fanout.MAX_BATCH + 50
+    for i in range(total):  # no await between: all of them wait for the first send
+        fanout.publish(run.pk, {"type": "run.token", "seq": 1, "delta": str(i)})
+    assert run.pk in REGISTRY.sending()  # the run's entry holds its sender while it sends
+    sizes, got = [], []
+    while len(got) < total:
+        events = fanout.unbatched(await asyncio.wait_for(redis_layer.receive(listener), 10))
+        sizes.append(len(events))
+        got += [e["delta"] for e in events]
+    assert got == [str(i) for i in range(total)] and max(sizes) == fanout.MAX_BATCH
+    await await_until(lambda: run.pk not in REGISTRY.sending(), message="the sender finished")
+
+
+async def test_this_processs_own_batched_events_reach_its_socket_once(user, redis_layer):
+    """Events that left as one batch come back through the layer with this process's origin:
+    the socket, which had them directly, must not get them twice."""
+    run = await a_run(user, status="running")
+    comm = await connect(run.pk, user)
+    await synced(comm)
+    await await_until(lambda: in_group(redis_layer, run.pk, 1), message="the socket joined")
+    for i in range(20):  # queued behind the first send: they leave as batches
+        fanout.publish(run.pk, {"type": "run.token", "seq": 1, "delta": str(i)})
+    got = [(await comm.receive_json_from(timeout=5))["delta"] for _ in range(20)]
+    assert got == [str(i) for i in range(20)]
+    await await_until(lambda: run.pk not in REGISTRY.sending(), message="the sender finished")
+    assert await comm.receive_nothing(timeout=0.5)  # no event came a second time
+    await comm.disconnect()
