@@ -203,7 +203,9 @@ async def test_a_row_reads_back_as_the_step_that_was_recorded(user):
     assert run.step_count == 1
 
 
-def test_one_failing_watcher_does_not_keep_the_others_from_a_step():
+def test_one_failing_watcher_does_not_keep_the_others_from_a_step(caplog):
+    from traces.run_registry import REGISTRY
+
     heard = []
 
     def broken(message):
@@ -218,6 +220,27 @@ def test_one_failing_watcher_does_not_keep_the_others_from_a_step():
         fanout.unsubscribe(991, broken)
         fanout.unsubscribe(991, heard.append)
     assert fanout.watchers(991) == 0
+    assert 991 not in REGISTRY  # nothing of the run is kept once its last watcher left
+    fanout.unsubscribe(991, heard.append)  # again: nothing to do
+    # The operator's log says which run and which event, with the watcher's error.
+    (record,) = [r for r in caplog.records if r.name == "traces.fanout"]
+    assert record.getMessage() == "a watcher of run 991 failed on run.step"
+    assert record.exc_info[1].args == ("this socket is gone",)
+
+
+async def test_a_layer_that_cannot_take_an_event_is_logged_and_the_run_goes_on(caplog):
+    """An absent Redis (here: a real channels-redis layer pointed at a port nobody listens
+    on) must never fail the run: the event is in the database, and the log says which."""
+    from channels_redis.core import RedisChannelLayer
+
+    from agentlab.bench.servers import free_port
+
+    layer = RedisChannelLayer(hosts=[f"redis://127.0.0.1:{free_port()}"])
+    await fanout._send_safely(layer, 992, {"type": "run.step", "seq": 3})
+    (record,) = [r for r in caplog.records if r.name == "traces.fanout"]
+    assert record.getMessage() == "could not publish run.step for run 992"
+    assert record.exc_info is not None
+    await layer.close_pools()
 
 
 @pytest.mark.django_db(transaction=True)
