@@ -235,3 +235,10 @@ async def test_this_processs_own_batched_events_reach_its_socket_once(user, redi
     await await_until(lambda: run.pk not in REGISTRY.sending(), message="the sender finished")
     assert await comm.receive_nothing(timeout=0.5)  # no event came a second time
     await comm.disconnect()
+
+
+async def test_only_a_layer_that_reaches_other_processes_carries_the_events(redis_layer,
+                                                                           settings):
+    assert fanout.remote_layer() is redis_layer
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    assert fanout.remote_layer() is None  # this process's sockets already had every event
