@@ -107,19 +107,21 @@ async def test_a_denied_call_is_a_failed_tool_step_saying_why(reason, said) -> N
         return Approval(False, reason=reason)
 
     ctx, sink = make_context(ScriptedModel([]), [lookup], policies=APPROVAL, approver=person)
-    result = await ctx.tool("lookup", {"city": "Paris"}, role="executor")
+    await ctx.emit(Step(kind="plan", text="the plan"))
+    result = await ctx.tool("lookup", {"city": "Paris"}, parent=1, role="executor")
     observation = f"Error: the user denied this call: {said}"
     assert dataclasses.asdict(result) == result_dict(
         arguments={"city": "Paris"}, ok=False, output="", observation=observation,
         error=observation, error_type="denied")
-    approval, call = sink.steps
+    _plan, approval, call = sink.steps
     assert (approval.text, approval.meta) == (f"denied: {reason}",
                                               {"approved": False, "reason": reason})
     assert approval.output == {"approved": False, "arguments": None, "reason": reason}
-    assert fields(call, "kind", "role", "name", "input", "status", "text", "duration_ms",
-                  "meta") == {
-        "kind": "tool", "role": "executor", "name": "lookup", "input": {"city": "Paris"},
-        "status": "error", "text": observation, "duration_ms": 0.0, "meta": {"denied": True}}
+    assert fields(call, "kind", "role", "name", "parent", "input", "status", "text",
+                  "duration_ms", "meta") == {
+        "kind": "tool", "role": "executor", "name": "lookup", "parent": 1,
+        "input": {"city": "Paris"}, "status": "error", "text": observation, "duration_ms": 0.0,
+        "meta": {"denied": True}}
     assert call.output == dataclasses.asdict(result) and ctx.totals.tool_calls == 0
 
 
@@ -135,13 +137,17 @@ async def test_arguments_edited_after_an_approval_are_approved_again_or_refused(
 
     ctx, sink = make_context(ScriptedModel([]), [lookup], policies=APPROVAL, approver=person,
                              checkpoint=checkpoint)
-    result = await ctx.tool("lookup", {"city": "Paris"}, role="executor")
+    await ctx.emit(Step(kind="plan", text="the plan"))
+    result = await ctx.tool("lookup", {"city": "Paris"}, parent=1, role="executor")
     assert asked == [{"city": "Paris"}, {"city": "Rome"}]
+    again = sink.of_kind("approval")[1]
+    assert fields(again, "name", "parent", "role", "input") == {
+        "name": "lookup", "parent": 1, "role": "executor", "input": {"city": "Rome"}}
     observation = "Error: the user denied this call: not that city"
     assert dataclasses.asdict(result) == result_dict(
         arguments={"city": "Rome"}, ok=False, output="", observation=observation,
         error=observation, error_type="denied")
-    assert [s.kind for s in sink.steps] == ["approval", "tool", "approval"]
+    assert [s.kind for s in sink.steps] == ["plan", "approval", "tool", "approval"]
     call = sink.of_kind("tool")[0]
     assert fields(call, "input", "status", "text", "duration_ms", "meta") == {
         "input": {"city": "Rome"}, "status": "error", "text": observation, "duration_ms": 0.0,
@@ -149,6 +155,29 @@ async def test_arguments_edited_after_an_approval_are_approved_again_or_refused(
     assert call.output == dataclasses.asdict(result) and ctx.totals.tool_calls == 0
     # Each version of the step went out; the last one is the refusal.
     assert [e.status for e in sink.events if e.seq == call.seq] == ["running", "error"]
+
+
+async def test_the_second_approval_may_change_the_edited_arguments_once_more() -> None:
+    async def person(step: Step) -> Approval:
+        if step.input == {"city": "Rome"}:
+            return Approval(True, arguments={"city": "Paris"})  # not Rome: Paris
+        return Approval(True)
+
+    async def checkpoint(step: Step) -> dict | None:
+        return {"city": "Rome"} if step.kind == "tool" else None
+
+    ctx, sink = make_context(ScriptedModel([]), [lookup], policies=APPROVAL, approver=person,
+                             checkpoint=checkpoint)
+    result = await ctx.tool("lookup", {"city": "Lyon"})
+    assert result.ok and "2.1 million" in result.observation
+    assert sink.of_kind("tool")[0].input == {"city": "Paris"}
+
+
+async def test_the_same_tool_with_other_arguments_is_no_loop() -> None:
+    ctx, sink = make_context(ScriptedModel([]), [lookup], limits=Limits(max_repeats=2))
+    for city in ("Rome", "Paris", "Rome"):
+        await ctx.tool("lookup", {"city": city})
+    assert [s.status for s in sink.of_kind("tool")] == ["ok", "ok", "ok"]
 
 
 async def test_arguments_edited_to_what_was_approved_are_not_asked_again() -> None:
@@ -169,22 +198,26 @@ async def test_arguments_edited_to_what_was_approved_are_not_asked_again() -> No
 
 async def test_a_call_the_loop_check_refuses_is_a_tool_step_with_the_nudge() -> None:
     ctx, sink = make_context(ScriptedModel([]), [lookup], limits=Limits(max_repeats=2))
+    hooked: list[tuple] = []
 
     async def nudge(name, args, parent) -> str:
+        hooked.append((name, args, parent))
         return f"Error: stop calling {name}"
 
     ctx.on_loop = nudge
-    await ctx.tool("lookup", {"city": "Rome"})
-    refused = await ctx.tool("lookup", {"city": "Rome"}, role="executor")
+    await ctx.emit(Step(kind="plan", text="the plan"))
+    await ctx.tool("lookup", {"city": "Rome"}, parent=1)
+    refused = await ctx.tool("lookup", {"city": "Rome"}, parent=1, role="executor")
+    assert hooked == [("lookup", {"city": "Rome"}, 1)]
     assert dataclasses.asdict(refused) == result_dict(
         arguments={"city": "Rome"}, ok=False, output="", observation="Error: stop calling lookup",
         error="Error: stop calling lookup", error_type="loop")
     step = sink.steps[-1]
-    assert fields(step, "kind", "role", "name", "input", "status", "text", "duration_ms",
-                  "meta") == {
-        "kind": "tool", "role": "executor", "name": "lookup", "input": {"city": "Rome"},
-        "status": "error", "text": "Error: stop calling lookup", "duration_ms": 0.0,
-        "meta": {"loop": True}}
+    assert fields(step, "kind", "role", "name", "parent", "input", "status", "text",
+                  "duration_ms", "meta") == {
+        "kind": "tool", "role": "executor", "name": "lookup", "parent": 1,
+        "input": {"city": "Rome"}, "status": "error", "text": "Error: stop calling lookup",
+        "duration_ms": 0.0, "meta": {"loop": True}}
     assert step.output == dataclasses.asdict(refused)
 
 
@@ -362,11 +395,13 @@ def long_exchange(words: int = 1500) -> list[dict]:
             {"role": "user", "content": "Observation: " + "cell " * words}]
 
 
-def fitted(messages, *, ratio: float = 1.0, tokens: int = 4096, tools=None) -> list[dict]:
+def fitted(messages, *, ratio: float = 1.0, tokens: int = 4096, tools=None,
+           response_format=None) -> list[dict]:
     from agentlab.runtime import window
 
-    return window.fit(messages, window.Budget.of(tokens, 128), fixed=window.fixed_tokens(tools),
-                      ratio=ratio, model="scripted-model").messages
+    return window.fit(messages, window.Budget.of(tokens, 128),
+                      fixed=window.fixed_tokens(tools, response_format), ratio=ratio,
+                      model="scripted-model").messages
 
 
 LOOKUP_TOOLS = [{"type": "function", "function": {
@@ -374,18 +409,27 @@ LOOKUP_TOOLS = [{"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
 
 
-@pytest.mark.parametrize("tools", [None, LOOKUP_TOOLS])
-async def test_a_servers_count_is_compared_with_our_whole_request(tools) -> None:
-    """The server's count covers the tool schemas too: so does the estimate it is set against."""
+ANSWER_FORMAT = {"type": "json_schema", "json_schema": {"name": "answer", "schema": {
+    "type": "object", "properties": {f"field_{i}": {"type": "string"} for i in range(60)}}}}
+
+
+@pytest.mark.parametrize(("tools", "response_format"), [
+    (None, None), (LOOKUP_TOOLS, None), (None, ANSWER_FORMAT)])
+async def test_a_servers_count_is_compared_with_our_whole_request(tools, response_format):
+    """The server's count covers the tool schemas and the reply's schema too: so does the
+    estimate it is set against."""
     from agentlab.runtime import window
 
     messages = long_exchange()
-    ours = sum(map(window.message_tokens, messages)) + window.fixed_tokens(tools)
+    ours = sum(map(window.message_tokens, messages)) + window.fixed_tokens(tools,
+                                                                          response_format)
     model = WindowedModel([too_long(2 * ours, None), reply("Done.")])
     ctx, sink = make_context(model)
-    assert (await ctx.llm("agent", messages, tools=tools)).text == "Done."
+    assert (await ctx.llm("agent", messages, tools=tools,
+                          response_format=response_format)).text == "Done."
     # Asked again although the server named no window: its count alone is something learnt.
-    assert model.requests[1]["messages"] == fitted(messages, ratio=2 * 1.05, tools=tools)
+    assert model.requests[1]["messages"] == fitted(messages, ratio=2 * 1.05, tools=tools,
+                                                   response_format=response_format)
     (step,) = sink.steps
     assert step.meta["trimmed"]["server_prompt_tokens"] == 2 * ours
     assert step.meta["trimmed"]["server_context_tokens"] is None

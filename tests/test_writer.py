@@ -212,7 +212,8 @@ async def test_a_write_kept_for_later_runs_once_the_database_writes_again(user):
     assert len(attempts) == 3  # done: not run again
 
 
-async def test_a_write_kept_for_later_waits_for_a_batch_that_commits_and_gives_up_in_time(user):
+async def test_a_write_kept_for_later_waits_for_a_batch_that_commits_and_gives_up_in_time(
+        user, caplog):
     writer = Writer()
     attempts: list[int] = []
 
@@ -240,3 +241,6 @@ async def test_a_write_kept_for_later_waits_for_a_batch_that_commits_and_gives_u
     for _ in range(RETRY_LATER_TRIES + 3):
         await asyncio.wait_for(writer.call(lambda: None), 10)
     assert attempts == [7] * RETRY_LATER_TRIES
+    gave_up = [r for r in caplog.records if r.getMessage().startswith("gave up")]
+    assert [r.getMessage() for r in gave_up] == [f"gave up after {RETRY_LATER_TRIES} tries: "
+                                                 "never(7,)"]
