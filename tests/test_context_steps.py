@@ -501,3 +501,52 @@ async def test_cancel_without_a_task_marks_the_context_cancelled() -> None:
     ctx, _ = make_context(ScriptedModel([]))
     ctx.cancel()  # no paradigm task yet (a run cancelled before it started)
     assert ctx.cancelled
+
+
+async def test_the_model_gets_the_request_as_the_step_records_it() -> None:
+    model = ScriptedModel([reply("ok")])
+    ctx, sink = make_context(model)
+    await ctx.llm("agent", [{"role": "user", "content": "hi"}], tools=LOOKUP_TOOLS,
+                  tool_choice="required", response_format=ANSWER_FORMAT, stop=["Observation:"],
+                  temperature=0.3, max_tokens=50)
+    (sent,) = model.requests
+    assert sent == {"messages": [{"role": "user", "content": "hi"}], "tools": LOOKUP_TOOLS,
+                    "tool_choice": "required", "response_format": ANSWER_FORMAT,
+                    "stop": ["Observation:"], "temperature": 0.3, "max_tokens": 50}
+    assert sink.steps[0].input == sent
+
+
+async def test_a_server_is_asked_again_once_at_most_after_too_long() -> None:
+    from agentlab.llm.errors import ContextTooLong
+    from agentlab.runtime import window
+
+    messages = long_exchange()
+    ours = sum(map(window.message_tokens, messages)) + window.fixed_tokens()
+    model = WindowedModel([too_long(2 * ours, 4096), too_long(4 * ours, 4096), reply("never")])
+    ctx, _ = make_context(model)
+    with pytest.raises(ContextTooLong):
+        await ctx.llm("agent", messages)
+    assert len(model.requests) == 2
+
+
+async def test_a_tool_call_gets_the_runs_tool_timeout_and_its_time_is_counted() -> None:
+    ctx, sink = make_context(ScriptedModel([]), [nap], limits=Limits(tool_timeout_s=0.05))
+    result = await ctx.tool("nap", {"seconds": 5})
+    assert result.error_type == "timeout" and sink.of_kind("tool")[0].status == "error"
+    ctx, _ = make_context(ScriptedModel([]), [nap], limits=Limits(max_repeats=5))
+    await ctx.tool("nap", {"seconds": 0.05})  # the subject: time spent in tools
+    await ctx.tool("nap", {"seconds": 0.06})
+    assert 110 <= ctx.totals.tool_ms < 60_000  # both calls, in milliseconds
+
+
+async def test_a_truncated_result_marks_its_step() -> None:
+    @tool
+    def report(city: str) -> str:
+        """A long report."""
+        return "line " * 500
+
+    ctx, sink = make_context(ScriptedModel([]), [report],
+                             policies={"report": ToolPolicy(max_observation_chars=100)})
+    await ctx.tool("report", {"city": "Paris"})
+    (step,) = sink.of_kind("tool")
+    assert step.meta == {"truncated": True} and step.output["output"] == "line " * 500
