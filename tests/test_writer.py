@@ -142,7 +142,8 @@ async def test_a_row_that_cannot_be_written_fails_alone_and_its_caller_hears_why
     assert await asyncio.wait_for(writer.call(lambda: "still here"), 10) == "still here"
 
 
-async def test_a_failed_call_alone_is_its_own_error_and_the_thread_survives_anything(user):
+async def test_a_failed_call_alone_is_its_own_error_and_the_thread_survives_anything(
+        user, caplog):
     writer = Writer()
 
     class Fatal(BaseException):  # not an Exception: escapes the per-job retry
@@ -156,9 +157,11 @@ async def test_a_failed_call_alone_is_its_own_error_and_the_thread_survives_anyt
     with pytest.raises(Fatal):
         await asyncio.wait_for(writer.call(boom), 10)
     assert await asyncio.wait_for(writer.call(lambda: "next batch"), 10) == "next batch"
+    assert [r.getMessage() for r in caplog.records if r.name == "traces.writer"] == [
+        "the recorder's writer failed a batch"]
 
 
-async def test_a_then_that_raises_does_not_keep_the_caller_from_its_outcome(user):
+async def test_a_then_that_raises_does_not_keep_the_caller_from_its_outcome(user, caplog):
     writer = Writer()
     run = await a_run(user)
 
@@ -168,6 +171,20 @@ async def test_a_then_that_raises_does_not_keep_the_caller_from_its_outcome(user
     assert await asyncio.wait_for(writer.step(Owner(run.pk), tool_step(1), then=broken),
                                   10) is None
     assert await rows(run) == [(1, "ok", "4")]
+    assert [r.getMessage() for r in caplog.records if r.name == "traces.writer"] == [
+        f"after writing step 1 of run {run.pk}"]
+
+
+async def test_a_caller_that_stopped_waiting_does_not_keep_the_others_from_their_outcome(user):
+    writer = Writer()
+    gate = threading.Event()
+    held = writer.call(gate.wait, 30)
+    gone = writer.call(lambda: "nobody reads this")
+    gone.cancel()  # its caller gave up (a timeout) before the writer got to it
+    waiting = writer.call(lambda: "still told")
+    gate.set()
+    assert await asyncio.wait_for(waiting, 10) == "still told"
+    assert await held is True
 
 
 async def test_a_caller_whose_loop_is_gone_does_not_stop_the_writer(user):
