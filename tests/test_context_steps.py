@@ -550,3 +550,51 @@ async def test_a_truncated_result_marks_its_step() -> None:
     await ctx.tool("report", {"city": "Paris"})
     (step,) = sink.of_kind("tool")
     assert step.meta == {"truncated": True} and step.output["output"] == "line " * 500
+
+
+async def test_a_failed_llm_call_keeps_the_profiles_name_and_its_parent() -> None:
+    from agentlab.llm.errors import EndpointUnreachable
+
+    model = ScriptedModel([EndpointUnreachable("the server is down")], profile_name="Local")
+    ctx, sink = make_context(model)
+    await ctx.emit(Step(kind="plan", text="the plan"))
+    with pytest.raises(EndpointUnreachable):
+        await ctx.llm("solver", [{"role": "user", "content": "hi"}], parent=1)
+    versions = [e for e in sink.events if e.kind == "llm"]
+    assert [(v.status, v.name, v.parent, v.role) for v in versions] == [
+        ("running", "Local", 1, "solver"), ("error", "Local", 1, "solver")]
+
+
+async def test_a_model_without_a_reply_length_is_fitted_with_the_default_reserve() -> None:
+    model = WindowedModel([reply("ok")], tokens=4096, max_tokens=None)
+    ctx, _ = make_context(model)
+    assert (await ctx.llm("agent", long_exchange(100))).text == "ok"
+
+
+async def test_an_edited_prompt_is_what_a_server_too_long_gets_fitted_again() -> None:
+    from agentlab.runtime import window
+
+    edited = long_exchange(1400)
+    edited[0]["content"] = "Edited at the breakpoint."
+
+    async def checkpoint(step: Step) -> dict | None:
+        return {"messages": edited}
+
+    ours = sum(map(window.message_tokens, edited)) + window.fixed_tokens()
+    model = WindowedModel([too_long(2 * ours, 4096), reply("Done.")])
+    ctx, _ = make_context(model, checkpoint=checkpoint)
+    assert (await ctx.llm("agent", [{"role": "user", "content": "Short."}])).text == "Done."
+    assert model.requests[1]["messages"] == fitted(edited, ratio=2 * 1.05)
+
+
+async def test_guardrail_decisions_do_not_count_towards_the_step_limit() -> None:
+    from agentlab.guardrails.checks import Check
+    from agentlab.runtime.guard import RunGuard
+
+    email = Check(name="pii-flag", stage="output", kind="pii", action="flag")
+    ctx, sink = make_context(ScriptedModel([]), limits=Limits(max_steps=2),
+                             guard=RunGuard([email]))
+    await ctx.emit(Step(kind="thought", text="Write to ada@example.com"))
+    await ctx.emit(Step(kind="thought", text="and to bob@example.com"))
+    kinds = [s.kind for s in sink.steps]
+    assert kinds.count("guardrail") == 2 and kinds.count("thought") == 2  # no BudgetExceeded
