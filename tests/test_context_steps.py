@@ -598,3 +598,51 @@ async def test_guardrail_decisions_do_not_count_towards_the_step_limit() -> None
     await ctx.emit(Step(kind="thought", text="and to bob@example.com"))
     kinds = [s.kind for s in sink.steps]
     assert kinds.count("guardrail") == 2 and kinds.count("thought") == 2  # no BudgetExceeded
+
+
+async def test_a_failed_llm_call_says_why_on_its_step_and_its_time_counts() -> None:
+    from agentlab.llm.errors import EndpointUnreachable
+
+    model = ScriptedModel([EndpointUnreachable("the server is down")], delay_s=0.05)
+    ctx, sink = make_context(model)
+    with pytest.raises(EndpointUnreachable) as info:
+        await ctx.llm("agent", [{"role": "user", "content": "hi"}])
+    (step,) = sink.of_kind("llm")
+    assert (step.status, step.text, step.output) == (
+        "error", str(info.value), {"error": str(info.value), "kind": info.value.kind})
+    assert 45 <= step.duration_ms < 60_000 and 45 <= ctx.totals.model_ms < 60_000
+
+
+async def test_model_time_adds_up_over_calls() -> None:
+    ctx, _ = make_context(ScriptedModel([reply("a"), reply("b")], delay_s=0.05))
+    await ctx.llm("agent", [{"role": "user", "content": "hi"}])
+    await ctx.llm("agent", [{"role": "user", "content": "again"}])
+    assert 95 <= ctx.totals.model_ms < 60_000  # both calls, in milliseconds
+
+
+async def test_an_llm_call_cut_off_is_closed_as_interrupted() -> None:
+    ctx, sink = make_context(ScriptedModel([reply("late")], delay_s=30))
+    call = asyncio.create_task(ctx.llm("agent", [{"role": "user", "content": "hi"}]))
+    await await_until(lambda: sink.of_kind("llm"), message="the call is under way")
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    (step,) = sink.of_kind("llm")
+    assert (step.status, step.meta["interrupted"]) == ("error", True)
+    assert step.output == {"error": "interrupted (cancelled or out of time)"}
+    assert step.duration_ms is not None and 0 < step.duration_ms < 30_000
+
+
+async def test_a_reply_without_usage_or_text_is_recorded_as_such() -> None:
+    from agentlab.llm.types import ChatResult
+
+    bare = ChatResult(text=None, tool_calls=[], finish_reason="stop", usage=None,
+                      latency_ms=1.0, model="m", profile="scripted", attempts=1)
+    ctx, sink = make_context(ScriptedModel([bare, reply("spoken", prompt_tokens=7,
+                                                        completion_tokens=3)]))
+    await ctx.llm("agent", [{"role": "user", "content": "hi"}])
+    await ctx.llm("agent", [{"role": "user", "content": "hi"}])
+    first, second = sink.of_kind("llm")
+    assert (first.text, first.tokens_in, first.tokens_out) == ("", 0, 0)
+    assert (second.text, second.tokens_in, second.tokens_out) == ("spoken", 7, 3)
+    assert (ctx.totals.tokens_in, ctx.totals.tokens_out) == (7, 3)
