@@ -245,8 +245,9 @@ async def test_cancel_stops_the_paradigms_task_and_every_later_call() -> None:
     assert ctx.cancelled
     from agentlab.runtime.limits import RunCancelled
 
-    with pytest.raises(RunCancelled, match="the run was cancelled"):
+    with pytest.raises(RunCancelled) as info:
         await ctx.llm("agent", [{"role": "user", "content": "hi"}])
+    assert str(info.value) == "the run was cancelled"
     ctx.cancel()  # again, with the task done: nothing to cancel, no error
 
 
@@ -598,6 +599,39 @@ async def test_guardrail_decisions_do_not_count_towards_the_step_limit() -> None
     await ctx.emit(Step(kind="thought", text="and to bob@example.com"))
     kinds = [s.kind for s in sink.steps]
     assert kinds.count("guardrail") == 2 and kinds.count("thought") == 2  # no BudgetExceeded
+    # Each decision names the step it is about (the run page links to it).
+    assert [s.meta["step"] for s in sink.of_kind("guardrail")] == [
+        s.seq for s in sink.of_kind("thought")]
+
+
+def test_a_context_needs_a_default_model_and_starts_empty() -> None:
+    from agentlab.runtime.context import RunContext
+    from agentlab.runtime.sinks import MemorySink
+    from agentlab.tools.executor import ToolExecutor
+
+    with pytest.raises(ValueError) as info:
+        RunContext(models={"planner": ScriptedModel([])}, executor=ToolExecutor({}),
+                   sink=MemorySink())
+    assert str(info.value) == "models needs a 'default' entry (other keys are roles)"
+    ctx, _ = make_context(ScriptedModel([]))
+    assert (ctx.system_prompt, ctx.agents, ctx.cancelled) == ("", {}, False)
+
+
+async def test_a_pause_at_a_checkpoint_does_not_count_towards_the_timeout() -> None:
+    from agentlab.runtime.loop import execute
+    from tests.test_runtime import Scripted
+
+    async def person_pauses(step: Step) -> dict | None:
+        await asyncio.sleep(0.5)  # the subject: a person longer than the whole run may take
+        return None
+
+    async def body(ctx, task):
+        return (await ctx.llm("agent", [{"role": "user", "content": task}])).text
+
+    ctx, _ = make_context(ScriptedModel([reply("answered")]), checkpoint=person_pauses,
+                          limits=Limits(total_timeout_s=0.3))
+    outcome = await execute(Scripted(body), ctx, "q")
+    assert (outcome.status, outcome.answer) == ("succeeded", "answered"), outcome.error
 
 
 async def test_a_failed_llm_call_says_why_on_its_step_and_its_time_counts() -> None:
