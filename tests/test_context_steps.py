@@ -680,3 +680,14 @@ async def test_a_reply_without_usage_or_text_is_recorded_as_such() -> None:
     assert (first.text, first.tokens_in, first.tokens_out) == ("", 0, 0)
     assert (second.text, second.tokens_in, second.tokens_out) == ("spoken", 7, 3)
     assert (ctx.totals.tokens_in, ctx.totals.tokens_out) == (7, 3)
+
+
+async def test_model_time_counts_a_failed_call_after_a_good_one() -> None:
+    from agentlab.llm.errors import EndpointUnreachable
+
+    model = ScriptedModel([reply("a"), EndpointUnreachable("down")], delay_s=0.05)
+    ctx, _ = make_context(model)
+    await ctx.llm("agent", [{"role": "user", "content": "hi"}])
+    with pytest.raises(EndpointUnreachable):
+        await ctx.llm("agent", [{"role": "user", "content": "again"}])
+    assert 95 <= ctx.totals.model_ms < 60_000  # the good call's time is kept
