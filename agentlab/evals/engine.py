@@ -154,7 +154,7 @@ async def run_experiment(experiment_id: int, *, on_progress: Progress | None = N
     if on_engine_workers():
         return await on_workers.follow(experiment_id, on_progress=on_progress,
                                        on_result=on_result)
-    experiment = await sync_to_async(_begin)(experiment_id)
+    experiment = await sync_to_async(pairs.begin)(experiment_id, worker=worker_id())
     if experiment.status != "running":  # cancelled before it started, or already over
         return experiment
     control = CONTROLS[experiment_id] = Control(experiment_id, asyncio.get_running_loop())
@@ -192,15 +192,6 @@ async def run_experiment(experiment_id: int, *, on_progress: Progress | None = N
         experiment = await asyncio.shield(sync_to_async(pairs.finish)(experiment_id, error,
                                                                         interrupted))
     await pairs.send(experiment_id, {"type": "experiment.status", "status": experiment.status})
-    return experiment
-
-
-def _begin(experiment_id: int) -> Experiment:
-    experiment = Experiment.objects.select_related("judge_profile").get(pk=experiment_id)
-    if experiment.status == "queued":
-        experiment.status, experiment.started_at = "running", timezone.now()
-        experiment.worker = worker_id()
-        experiment.save(update_fields=["status", "started_at", "worker"])
     return experiment
 
 

@@ -52,16 +52,10 @@ def _owner() -> str:
 
 async def begin(experiment_id: int) -> Experiment:
     """Mark the experiment running (if it was queued) and queue its first runs."""
-    experiment = await sync_to_async(_begin)(experiment_id)
+    experiment = await sync_to_async(pairs.begin)(experiment_id, worker=_owner())
     if experiment.status == "running":
         await advance(experiment_id)
     return experiment
-
-
-def _begin(experiment_id: int) -> Experiment:
-    Experiment.objects.filter(pk=experiment_id, status="queued").update(
-        status="running", started_at=timezone.now(), worker=_owner())
-    return Experiment.objects.get(pk=experiment_id)
 
 
 # -- advancing -----------------------------------------------------------------------------------

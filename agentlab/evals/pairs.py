@@ -36,6 +36,14 @@ def judge_model(profile: ModelProfile | None) -> OpenAIChatModel | None:
     return OpenAIChatModel(to_config(profile)) if profile is not None else None
 
 
+def begin(experiment_id: int, *, worker: str) -> Experiment:
+    """Mark a queued experiment running, owned by `worker` (this process, or the engine's
+    workers); returns it as it is now (another process may have begun or ended it)."""
+    Experiment.objects.filter(pk=experiment_id, status="queued").update(
+        status="running", started_at=timezone.now(), worker=worker)
+    return Experiment.objects.select_related("judge_profile").get(pk=experiment_id)
+
+
 def start_pair(result_id: int, *, worker: str) -> tuple[Result, Case, Any] | None:
     """Claim the pending pair and create its queued run, owned by `worker` (None for the run
     when it cannot be created: `result.error` says why). None when the pair was taken or
