@@ -19,13 +19,17 @@ pytest_plugins = ["tests.fixtures", "tests.llm_servers", "tests.browser_fixtures
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None
                                  ) -> Iterator[None]:
-    """Under mutation testing (scripts/mutate), each mutant's process works on its own copy of
-    the SQLite test database: mutants run side by side, and one's flush at the end of a test
-    must not delete the rows another is reading (that would count a mutant as killed by a
-    test that failed for another reason)."""
+    """The test database's settings. Under mutation testing (scripts/mutate), each mutant's
+    process works on its own copy of the SQLite test database: mutants run side by side, and
+    one's flush at the end of a test must not delete the rows another is reading (that would
+    count a mutant as killed by a test that failed for another reason)."""
     mutant = os.environ.get("MUTANT_UNDER_TEST", "")
     from django.conf import settings
 
+    # PostgreSQL (the scale profile): no pool in this process. Its threads (async_to_sync's,
+    # the tests' own) end without closing their connections, so each would keep a pooled one
+    # for ever; the app processes the tests start (daphne, workers) use the pool.
+    settings.DATABASES["default"].get("OPTIONS", {}).pop("pool", None)
     test = settings.DATABASES["default"].setdefault("TEST", {})
     if "__mutmut_" not in mutant or not str(test.get("NAME", "")).endswith(".sqlite3"):
         yield

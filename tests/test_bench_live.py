@@ -4,6 +4,7 @@ server, daphne, the WebSocket watchers), and its pure parts."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.core.management import call_command
@@ -49,7 +50,7 @@ def test_both_profiles_side_by_side_with_a_paced_model(tmp_path, capsys):
         pytest.skip(str(exc))
     out_file = tmp_path / "bench.json"
     call_command("bench_live", "--profile", "both", "--runs", "2", "--steps", "4",
-                 "--model-ms", "50", "--timeout", "90", "--json", str(out_file))
+                 "--model-ms", "50", "--timeout", "90", "--json", str(out_file), "--calls")
     out = capsys.readouterr().out
     assert "== profile scale: 2 daphne + 2 workers, PostgreSQL + Redis, a model answering " \
            "in 50 ms" in out
@@ -57,6 +58,10 @@ def test_both_profiles_side_by_side_with_a_paced_model(tmp_path, capsys):
     assert "goal throughput ≥ 1.5× one process (at 2 runs):" in out
     assert "goal CPU < 1.5 ms/step, all processes (at 2 runs):" in out
     assert "ms in PostgreSQL and Redis" in out
+    # --calls: what the scale profile asked its servers, per step (only it has servers)
+    assert out.count("  per step (8 steps): SQL statements ") == 1
+    assert re.search(r'\n +\d+\.\d{3}  sql   INSERT INTO "traces_step"', out)
+    assert re.search(r"\n +\d+\.\d{3}  redis \w+", out)
     figures = json.loads(out_file.read_text())
     for profile in ("web", "scale"):
         (level,) = figures[profile]

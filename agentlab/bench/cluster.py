@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +93,30 @@ class Cluster:
             servers += process_cpu_ms(self.redis.process.pid) or 0.0
         return {"app": app, "servers": servers}
 
+    def calls(self) -> Counter[str]:
+        """What the servers were asked so far, by name: the statements PostgreSQL ran
+        (pg_stat_statements, normalized), the connections it opened, and the commands Redis
+        ran (INFO commandstats)."""
+        import psycopg
+        import redis
+
+        seen: Counter[str] = Counter()
+        if self.postgres is not None and self.postgres.statements:
+            url = self.postgres.url.replace("postgres://", "postgresql://")
+            with psycopg.connect(url) as conn:
+                for query, calls in conn.execute("SELECT query, calls FROM pg_stat_statements"):
+                    seen["sql   " + " ".join(query.split())[:110]] += calls
+                row = conn.execute("SELECT sum(sessions) FROM pg_stat_database").fetchone()
+                seen["PostgreSQL connections opened"] += int(row[0] or 0) if row else 0
+        if self.redis is not None:
+            client = redis.Redis.from_url(self.redis.url)
+            try:
+                for name, stats in client.info("commandstats").items():
+                    seen["redis " + name.removeprefix("cmdstat_")] += stats["calls"]
+            finally:
+                client.close()
+        return seen
+
 
 def child_env(tmp: Path) -> dict[str, str]:
     env = {**os.environ, "AGENTLAB_VAR_DIR": str(tmp), "ALLOWED_HOSTS": "127.0.0.1",
@@ -121,9 +146,10 @@ def spawn(stack: ExitStack, cmd: list[str], env: dict[str, str]) -> subprocess.P
     return proc
 
 
-def servers_for(cluster: Cluster, stack: ExitStack) -> None:
-    """The scale profile's PostgreSQL and Redis, in the environment of every process."""
-    cluster.postgres = PostgresServer().start()
+def servers_for(cluster: Cluster, stack: ExitStack, *, statements: bool = False) -> None:
+    """The scale profile's PostgreSQL and Redis, in the environment of every process
+    (`statements`: PostgreSQL counts its statements, for `Cluster.calls`)."""
+    cluster.postgres = PostgresServer(statements=statements).start()
     stack.callback(cluster.postgres.stop)
     cluster.redis = RedisServer(Path(tempfile.mkdtemp(prefix="agentlab-bench-redis-"))).start()
     stack.callback(cluster.redis.stop)

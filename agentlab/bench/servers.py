@@ -112,6 +112,8 @@ class PostgresServer:
     port: int = field(default_factory=free_port)
     folder: Path | None = None
     user: str = "agentlab"
+    # pg_stat_statements loaded and created (bench_live --counts: statements per step)
+    statements: bool = False
 
     @property
     def url(self) -> str:
@@ -142,9 +144,14 @@ class PostgresServer:
                   "-t", str(START_S), "-o",
                   f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 "
                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-                  "-c max_connections=200", "start")
+                  "-c max_connections=200"
+                  + (" -c shared_preload_libraries=pg_stat_statements" if self.statements else ""),
+                  "start")
         self._run(bindir / "createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user,
                   self.user)
+        if self.statements:
+            self._run(bindir / "psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user,
+                      "-c", "CREATE EXTENSION pg_stat_statements", self.user)
         return self
 
     def stop(self) -> None:

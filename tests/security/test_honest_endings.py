@@ -99,7 +99,9 @@ class TestTheFinalStatusWrite:
             run = answered()
         assert save.failures == 1
         assert (run.status, run.final_answer, run.llm_calls) == ("succeeded", "It is 42.", 1)
-        assert "writing its status 'succeeded' failed (try 1 of 4)" in caplog.text
+        assert [r.getMessage() for r in caplog.records if r.name == "traces.recorder"] == [
+            f"run {run.pk}: writing its status 'succeeded' failed (try 1 of 4): database is "
+            "locked"]
 
     def test_failing_always_marks_the_run_failed_instead_of_leaving_it_running(
             self, answered, staff, monkeypatch, quick_retries, caplog):
@@ -110,16 +112,21 @@ class TestTheFinalStatusWrite:
         assert save.failures == 4  # the first try and three retries, each logged
         assert caplog.text.count("writing its status 'succeeded' failed") == 4
         assert run.status == "failed" and run.finished_at is not None
-        assert "Its end (succeeded) could not be recorded" in run.error
-        assert "database is locked" in run.error
+        assert run.error == ("Its end (succeeded) could not be recorded, so its answer and "
+                             "totals are not stored: OperationalError: database is locked")
+        assert f"run {run.pk}: its status 'succeeded' could not be written; marking it " \
+               "failed instead" in [r.getMessage() for r in caplog.records]
 
     def test_when_even_the_last_resort_fails_the_writer_marks_it_after_its_next_batch(
-            self, answered, staff, monkeypatch, quick_retries):
+            self, answered, staff, monkeypatch, quick_retries, caplog):
         monkeypatch.setattr(recorder, "_save_status",
                             failing(recorder._save_status, times=None, when=finished))
         last = failing(recorder._mark_failed, times=1)
         monkeypatch.setattr(recorder, "_mark_failed", last)
-        run = answered()
+        with caplog.at_level(logging.ERROR, logger="traces.recorder"):
+            run = answered()
+        assert f"run {run.pk}: could not mark it failed either; the writer tries again after " \
+               "its next write" in [r.getMessage() for r in caplog.records]
         assert last.failures == 1 and run.status == "running"  # nothing could write it yet
         # Any later write of this process (another run's step) lets the kept one through.
         other = Run.objects.create(user=staff, input="x", agent_name="t", paradigm="react")
@@ -129,7 +136,9 @@ class TestTheFinalStatusWrite:
                                      StepRecord(seq=1, kind="thought", text="later"))
         async_to_sync(another_write)()
         run = wait_for(lambda: Run.objects.get(pk=run.pk), lambda r: r.status != "running")
-        assert run.status == "failed" and "could not be recorded" in run.error
+        assert run.status == "failed"
+        assert run.error == ("Its end (succeeded) could not be recorded, so its answer and "
+                             "totals are not stored: OperationalError: database is locked")
 
 
 class TestTheFinalStep:

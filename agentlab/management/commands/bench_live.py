@@ -16,6 +16,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,9 @@ class Command(BaseCommand):
         parser.add_argument("--model-ms", type=float, default=0,
                             help="the model's answer time per call in ms (default 0: instant)")
         parser.add_argument("--json", help="also write the figures to this file")
+        parser.add_argument("--calls", action="store_true",
+                            help="scale profile: also print the SQL statements and Redis "
+                                 "commands per step of each level, most frequent first")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         try:
@@ -96,7 +100,7 @@ class Command(BaseCommand):
                               workers=opts["workers"] if scale else 0, env=child_env(Path(tmp)))
             if scale:
                 self.say("starting PostgreSQL and Redis …")
-                servers_for(cluster, stack)
+                servers_for(cluster, stack, statements=opts["calls"])
             prepared = self.start(cluster, Path(tmp), [1, *counts], opts, stack)
             warmup, *levels = prepared["runs"]
             self.say("warm-up run …")
@@ -104,7 +108,8 @@ class Command(BaseCommand):
             results = []
             for n, run_ids in zip(counts, levels, strict=True):
                 self.say(f"{n} concurrent run(s) × ~{opts['steps']} steps …")
-                result = self.watch(cluster, prepared, run_ids, opts["timeout"])
+                result = self.watch(cluster, prepared, run_ids, opts["timeout"],
+                                    calls=opts["calls"] and scale)
                 self.say(f"  {result.steps} steps in {result.elapsed_s:.2f} s, "
                          f"{result.failed} failed run(s)")
                 if result.first_error:
@@ -113,10 +118,11 @@ class Command(BaseCommand):
         return results
 
     def watch(self, cluster: Cluster, prepared: dict[str, Any], run_ids: list[int],
-              timeout: float) -> LevelResult:
+              timeout: float, *, calls: bool = False) -> LevelResult:
         """One level, watched by the browser stand-in process (agentlab/bench/watch.py)."""
         spec = {"ports": cluster.ports, "runs": run_ids, "timeout": timeout,
                 "cookie": f"{prepared['session_cookie']}={prepared['session']}"}
+        calls_before = cluster.calls() if calls else None
         before = cluster.cpu_ms()
         done = subprocess.run([sys.executable, "-m", "agentlab.bench.watch", json.dumps(spec)],
                               env=cluster.env, cwd=str(settings.BASE_DIR), capture_output=True,
@@ -130,7 +136,18 @@ class Command(BaseCommand):
             if cluster.postgres is not None:
                 result.servers_cpu_ms_per_step = \
                     (after["servers"] - before["servers"]) / result.steps
+            if calls_before is not None:
+                self.print_calls(cluster.calls() - calls_before, result.steps)
         return result
+
+    def print_calls(self, calls: Counter[str], steps: int) -> None:
+        """What PostgreSQL and Redis were asked, per step (the bench's own setup included)."""
+        self.say(f"  per step ({steps} steps): SQL statements "
+                 f"{sum(n for k, n in calls.items() if k.startswith('sql')) / steps:.2f}, "
+                 f"Redis commands "
+                 f"{sum(n for k, n in calls.items() if k.startswith('redis')) / steps:.2f}")
+        for name, n in calls.most_common(25):
+            self.say(f"    {n / steps:7.3f}  {name}")
 
     def say(self, text: str) -> None:
         self.stdout.write(text)

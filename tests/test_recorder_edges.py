@@ -1,0 +1,260 @@
+"""The recorder at its edges: what it publishes (each version of a step, the status), which
+steps count as closing a run, what a lost row does to the run's end, and what it leaves behind.
+
+Written from the mutants of traces/recorder.py that the broader tests let through
+(docs/TESTING.md, "Mutation testing"): each test pins one thing a user or an operator relies on.
+Rows are written by the real writer thread to the test database; a row is made to fail where the
+writer writes it (traces.writer.upsert_steps), as a full disk would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import OperationalError
+
+from tests.waiting import await_until, turns
+from traces import fanout, recorder, writer
+from traces.models import Run, Step
+from traces.recorder import (
+    Recorder,
+    _closing,
+    _Lane,
+    _mark_failed,
+    _quiet,
+    _save_status,
+    _written_ok,
+)
+from traces.run_registry import REGISTRY
+from traces.schema import Step as StepRecord
+
+
+def make_run(user, **fields) -> Run:
+    return Run.objects.create(user=user, input="What is 2+2?", agent_name="t", paradigm="react",
+                              **fields)
+
+
+def heard_by_a_watcher(run_id: int) -> list[dict]:
+    """What a socket of this process watching the run is handed, in order."""
+    seen: list[dict] = []
+    fanout.subscribe(run_id, seen.append)
+    return seen
+
+
+def rows_of(kind: str, *, times: int | None):
+    """traces.writer.upsert_steps, except that its first `times` batches holding a step of
+    `kind` raise (None: all of them); `.failures` counts them."""
+    real = writer.upsert_steps
+
+    def upsert(rows):
+        rows = list(rows)
+        if any(record.kind == kind for _run, record in rows) and (
+                times is None or upsert.failures < times):
+            upsert.failures += 1
+            raise OperationalError("disk I/O error")
+        return real(rows)
+    upsert.failures = 0
+    return upsert
+
+
+@pytest.fixture
+def quick_retries(monkeypatch):
+    monkeypatch.setattr(recorder, "STATUS_RETRY_DELAYS_S", (0.01, 0.01, 0.01))
+    monkeypatch.setattr(recorder, "CLOSING_RETRY_DELAYS_S", (0.01, 0.01))
+
+
+@pytest.mark.parametrize(("kind", "meta", "closing"), [
+    ("final", {}, True),  # the answer
+    ("tool", {"unfinished": "cancelled"}, True),  # closed by RunContext.close_open_steps
+    ("error", {"status": "failed"}, True),  # the error the run ends with
+    ("error", {}, False),  # an error the run goes on after (a bad tool call)
+    ("tool", {"status": "failed"}, False),
+    ("llm", {}, False),
+])
+def test_the_steps_that_close_a_run(kind, meta, closing):
+    assert _closing({"kind": kind, "meta": meta}) is closing
+    if not meta:
+        assert _closing({"kind": kind, "meta": None}) is closing  # an imported row's null
+
+
+def test_which_rows_count_as_written():
+    loop = asyncio.new_event_loop()
+    try:
+        ok, failed, cancelled, pending = (loop.create_future() for _ in range(4))
+        ok.set_result(None)
+        failed.set_exception(OperationalError("disk I/O error"))
+        cancelled.cancel()
+        assert [_written_ok(f) for f in (ok, failed, cancelled, pending)] == [
+            True, False, False, False]
+        _quiet(cancelled)  # a cancelled row is no error to retrieve
+        _quiet(failed)  # retrieved: asyncio does not log it as never retrieved
+    finally:
+        loop.close()
+
+
+@pytest.mark.django_db
+def test_a_status_touches_its_own_run_only(user):
+    run, queued, active = make_run(user), make_run(user), make_run(user, status="running")
+    _save_status(run.pk, "running", {})
+    run.refresh_from_db()
+    first_start = run.started_at
+    _save_status(run.pk, "running", {})  # a resume keeps the first start
+    run.refresh_from_db()
+    queued.refresh_from_db()
+    assert run.started_at == first_start and queued.started_at is None
+    assert _mark_failed(run.pk, "succeeded", "disk full") == 1
+    active.refresh_from_db()
+    assert active.status == "running" and active.error == ""  # another run going on is not it
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_each_version_of_a_step_is_published_with_its_number_and_content(user):
+    run = await sync_to_async(make_run)(user)
+    seen = heard_by_a_watcher(run.pk)
+    rec = Recorder(run.pk)
+    await rec.step(StepRecord(seq=1, kind="llm", name="m", status="running"))
+    # (not handed over before the first is published: a version superseded in its batch is
+    # never shown, test_recorder.py)
+    await await_until(lambda: seen, message="the running version published")
+    await rec.step(StepRecord(seq=1, kind="llm", name="m", status="ok", text="4"))
+    await rec.step(StepRecord(seq=2, kind="final", text="4"))
+    await rec.status("succeeded", {"answer": "4"})
+    await rec.flush()
+    steps = [m for m in seen if m["type"] == "run.step"]
+    assert [(m["seq"], m["version"]) for m in steps] == [(1, 1), (1, 2), (2, 1)]
+    assert [(m["step"]["kind"], m["step"]["status"], m["step"]["text"]) for m in steps] == [
+        ("llm", "running", ""), ("llm", "ok", "4"), ("final", "ok", "4")]
+    assert seen[-1] == {"type": "run.status", "status": "succeeded", "detail": {"answer": "4"}}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_published_run_leaves_nothing_behind_in_the_registry(user):
+    run = await sync_to_async(make_run)(user)
+    rec = Recorder(run.pk)
+    await rec.step(StepRecord(seq=1, kind="tool", name="calculator"))
+    await rec.status("succeeded", {"answer": "4"})
+    await rec.flush()
+    assert REGISTRY.entry(run.pk) is None  # a long-lived worker keeps no entry per run
+
+
+def test_a_lane_from_a_loop_that_ended_does_not_clear_the_newer_one():
+    loop = asyncio.new_event_loop()
+    try:
+        newer = _Lane(991, loop)
+        REGISTRY.put(991, lane=newer)
+        _Lane(991, loop).flush()  # an older lane of the run, drained
+        assert REGISTRY.entry(991).lane is newer
+    finally:
+        REGISTRY.clear(991, "lane")
+        loop.close()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_running_step_does_not_wait_for_its_row(user, caplog):
+    """A `running` version is followed by its end, which the run waits for: handing it over
+    returns at once, and nothing is logged for it."""
+    run = await sync_to_async(make_run)(user)
+    rec = Recorder(run.pk)
+    gate = threading.Event()
+    held = writer.WRITER.call(gate.wait, 30)  # the writer thread is busy until the gate opens
+    try:
+        with caplog.at_level(logging.ERROR, logger="asyncio"):
+            running = asyncio.create_task(rec.step(StepRecord(seq=1, kind="llm", name="m",
+                                                              status="running")))
+            await turns()
+            assert running.done(), "a running step waited for its row"
+    finally:
+        gate.set()
+    await held
+    await rec.step(StepRecord(seq=1, kind="llm", name="m", status="ok"))
+    ahead = Recorder(run.pk, ahead=lambda: True)  # a row not waited for: quiet too
+    await ahead.step(StepRecord(seq=2, kind="tool", name="calculator"))
+    await ahead.durable()
+    await rec.flush()
+    assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_closing_step_written_at_once_logs_nothing(user, caplog):
+    run = await sync_to_async(make_run)(user)
+    with caplog.at_level(logging.WARNING, logger="traces.recorder"):
+        await Recorder(run.pk).step(StepRecord(seq=1, kind="final", text="4"))
+    assert await Step.objects.filter(run=run, kind="final").aexists()
+    assert not caplog.records, caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("publish", [True, False])
+async def test_a_closing_row_that_fails_once_is_written_again_and_published_once(
+        user, monkeypatch, quick_retries, caplog, publish):
+    run = await sync_to_async(make_run)(user)
+    seen = heard_by_a_watcher(run.pk)
+    upsert = rows_of("final", times=1)
+    monkeypatch.setattr(writer, "upsert_steps", upsert)
+    rec = Recorder(run.pk, publish=publish)
+    with caplog.at_level(logging.WARNING, logger="traces.recorder"):
+        await rec.step(StepRecord(seq=2, kind="final", text="4"))
+        await rec.flush()
+    assert upsert.failures == 1
+    assert await Step.objects.filter(run=run, kind="final").acount() == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        f"run {run.pk}: the row of its final step 2 failed (disk I/O error); retrying in "
+        "0.01 s"]
+    published = [(m["seq"], m["step"]["kind"]) for m in seen if m["type"] == "run.step"]
+    assert published == ([(2, "final")] if publish else [])
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_closing_row_that_never_lands_is_logged_with_the_run_and_the_step(
+        user, monkeypatch, quick_retries, caplog):
+    run = await sync_to_async(make_run)(user)
+    monkeypatch.setattr(writer, "upsert_steps", rows_of("error", times=None))
+    rec = Recorder(run.pk)
+    with caplog.at_level(logging.ERROR, logger="traces.recorder"):
+        await rec.step(StepRecord(seq=3, kind="error", status="error", text="boom",
+                                  meta={"status": "failed"}))
+    assert [r.getMessage() for r in caplog.records] == [
+        f"run {run.pk}: the row of its error step 3 could not be written: disk I/O error"]
+    await rec.status("cancelled", {})  # an ending other than success keeps its name
+    await run.arefresh_from_db()
+    assert run.status == "cancelled"
+    assert run.error == ("1 row(s) of this run could not be recorded, so its trace is "
+                         "incomplete; the first: step 3 (error): disk I/O error")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("ending", "error", "status", "says"), [
+    ("succeeded", None, "failed", "{note}"),
+    ("failed", "the model is down", "failed", "the model is down ({note})"),
+])
+async def test_a_lost_row_is_named_in_the_run_s_error(user, monkeypatch, ending, error, status,
+                                                      says):
+    run = await sync_to_async(make_run)(user)
+    monkeypatch.setattr(writer, "upsert_steps", rows_of("tool", times=None))
+    rec = Recorder(run.pk)
+    with pytest.raises(OperationalError):
+        await rec.step(StepRecord(seq=2, kind="tool", name="calculator"))
+    await rec.status(ending, {"error": error})
+    await run.arefresh_from_db()
+    note = ("1 row(s) of this run could not be recorded, so its trace is incomplete; the "
+            "first: step 2 (tool): disk I/O error")
+    assert (run.status, run.error) == (status, says.format(note=note))
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_row_written_ahead_that_failed_is_named_at_the_end(user, monkeypatch, caplog):
+    run = await sync_to_async(make_run)(user)
+    monkeypatch.setattr(writer, "upsert_steps", rows_of("tool", times=None))
+    rec = Recorder(run.pk, ahead=lambda: True)
+    await rec.step(StepRecord(seq=2, kind="tool", name="calculator"))  # not waited for
+    with caplog.at_level(logging.ERROR, logger="traces.recorder"):
+        await rec.status("succeeded", {"answer": "4"})
+    assert [r.getMessage() for r in caplog.records] == [
+        f"run {run.pk}: a step's row could not be written"]
+    await run.arefresh_from_db()
+    assert run.status == "failed" and run.final_answer == "4"
+    assert run.error.endswith("the first: a step written ahead: disk I/O error")
