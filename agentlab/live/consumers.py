@@ -120,8 +120,6 @@ class RunConsumer(LiveConsumer):
         last = frame.get("last_seq", 0)
         if not isinstance(last, int) or isinstance(last, bool) or last < 0:
             raise live.ControlError('"last_seq" must be a whole number ≥ 0')
-        if self.syncing:
-            raise live.ControlError("a sync is already under way")
         # Live events that arrive while this reads the database wait in the backlog and come
         # after; anything published before a read is in it (persist, then publish).
         self.synced, self.syncing = False, True

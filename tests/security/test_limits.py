@@ -214,6 +214,11 @@ async def test_a_socket_that_falls_behind_is_closed_to_resync_and_loses_nothing(
     await slow.send_json_to({"action": "start"})
     assert await slow.receive_output(timeout=10) == {"type": "websocket.close", "code": 1013}
     app.reading.set()
+    while not await slow.receive_nothing(timeout=0.3):  # frames held up before the close
+        await slow.receive_output()
+    # Closed for falling behind: whatever it still sends before it goes is not acted on.
+    await slow.send_json_to({"action": "sync", "last_seq": 0})
+    assert await slow.receive_nothing(timeout=0.5)
     await slow.disconnect()
     # The browser reconnects and syncs: everything the run recorded is there.
     again = await connect(run.pk, user)
