@@ -258,3 +258,21 @@ async def test_a_row_written_ahead_that_failed_is_named_at_the_end(user, monkeyp
     await run.arefresh_from_db()
     assert run.status == "failed" and run.final_answer == "4"
     assert run.error.endswith("the first: a step written ahead: disk I/O error")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_status_written_at_once_does_not_wait_first(user, monkeypatch):
+    waits: list[float] = []
+
+    class NotedSleeps:  # the recorder's asyncio, with the waits it asks for noted
+        def __getattr__(self, name: str):
+            return getattr(asyncio, name)
+
+        async def sleep(self, delay: float) -> None:
+            waits.append(delay)
+
+    monkeypatch.setattr(recorder, "asyncio", NotedSleeps())
+    run = await sync_to_async(make_run)(user)
+    await Recorder(run.pk).status("succeeded", {"answer": "4"})
+    await run.arefresh_from_db()
+    assert run.status == "succeeded" and waits == []  # retries wait; a first try does not

@@ -286,6 +286,14 @@ def _env() -> dict[str, str]:
 class TestStartingProcesses:
     """Real processes that start close what stopped ones left (traces.startup)."""
 
+    def test_the_first_status_a_process_records_sweeps_first(self, leftovers, staff,
+                                                             monkeypatch):
+        monkeypatch.setattr(startup, "_SWEPT", set())  # this process has not swept yet
+        run = Run.objects.create(user=staff, input="q", agent_name="t", paradigm="react")
+        async_to_sync(recorder.Recorder(run.pk, publish=False).status)("running", {})
+        assert startup.swept()
+        assert_swept(leftovers)
+
     def test_a_starting_web_process_closes_what_stopped_processes_left(self, leftovers, tmp_path):
         port = free_port()
         log = tmp_path / "daphne.log"
