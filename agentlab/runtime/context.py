@@ -1,4 +1,5 @@
-"""RunContext: the one object a paradigm talks to (models, tools, steps, budgets, hooks)."""
+"""RunContext: the one object a paradigm talks to (models, tools, steps, budgets, hooks).
+Its tool calls (loop check, approval, checkpoint, run) are in agentlab/runtime/tool_calls.py."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentlab.guardrails.decisions import decision_step
@@ -16,13 +16,13 @@ from agentlab.runtime.guard import RunGuard, blocked
 from agentlab.runtime.limits import (
     BudgetExceeded,
     Limits,
-    LoopDetected,
     RunCancelled,
     Totals,
     deadline_lifted,
 )
 from agentlab.runtime.scopes import AgentSpec, ParadigmLookup, ScopedContext
-from agentlab.runtime.sinks import StepSink, durable
+from agentlab.runtime.sinks import StepSink
+from agentlab.runtime.tool_calls import Approval, LoopHook, ToolCalls, deny_all
 from agentlab.tools.executor import ToolResult
 from traces.schema import Step, normalise_args
 
@@ -37,26 +37,9 @@ SERVER_COUNT_MARGIN = 1.05  # refitting to a server's own count, keep 5 % spare
 # server that claims more is not believed further.
 MAX_SERVER_RATIO = 4.0
 CheckpointHook = Callable[[Step], Awaitable[dict[str, Any] | None]]
-LoopHook = Callable[[str, Any, int | None], Awaitable[str]]  # (tool, args, parent) -> nudge
 
 
-@dataclass
-class Approval:
-    approved: bool
-    arguments: dict[str, Any] | None = None  # edited arguments, when the user changed them
-    reason: str = ""
-
-
-def _denied(decision: Approval) -> str:
-    return f"Error: the user denied this call: {decision.reason or 'denied'}"
-
-
-async def deny_all(step: Step) -> Approval:
-    """The approver of a run nobody watches: every call that needs approval is denied."""
-    return Approval(False, reason="no approver is attached to this run")
-
-
-class RunContext(ScopedContext):
+class RunContext(ToolCalls, ScopedContext):
     """Everything a paradigm needs: ctx.llm, ctx.tool, ctx.emit, ctx.checkpoint, budgets."""
 
     def __init__(
@@ -362,136 +345,6 @@ class RunContext(ScopedContext):
             duration_ms=0.0, meta={"refused": {
                 "estimated_tokens": exc.estimated, "budget": budget.prompt,
                 "context_tokens": budget.context_tokens, "reserve": budget.reserve}}))
-
-    # ------------------------------------------------------------------ tools
-
-    async def tool(self, name: str, args: Any, *, parent: int | None = None,
-                   role: str = "agent", meta: dict[str, Any] | None = None) -> ToolResult:
-        """One recorded tool call: loop check, approval, checkpoint, run, `tool` step. Arguments
-        edited at the checkpoint after an approval are approved again before they run."""
-        self.raise_if_cancelled()
-        nudge = await self._check_loop(name, args, parent)
-        if nudge is not None:
-            return await self._refused(name, args, nudge, "loop", parent=parent, role=role)
-        needs_approval = self.executor.needs_approval(name)
-        key = f"{name} {normalise_args(args)}"
-        if not needs_approval and key in self._answered:
-            return await self._repeated(name, args, *self._answered[key], parent=parent,
-                                        role=role)
-        if needs_approval:
-            decision = await self._approve(name, args, parent=parent, role=role)
-            if not decision.approved:
-                return await self._refused(name, args, _denied(decision), "denied",
-                                           parent=parent, role=role)
-            if decision.arguments is not None:
-                args = decision.arguments
-        step = await self.emit(Step(kind="tool", role=role, name=name, parent=parent,
-                                    input=args, status="running", meta=dict(meta or {})))
-        edited = await self.checkpoint(step)
-        if edited is not None:
-            approved, args = args, edited
-            step.input = edited
-            step.meta["edited"] = True
-            if needs_approval and normalise_args(edited) != normalise_args(approved):
-                # The person approved other arguments: these wait for their own decision.
-                decision = await self._approve(name, args, parent=parent, role=role)
-                if not decision.approved:
-                    return await self._denied_at(step, decision)
-                if decision.arguments is not None:
-                    args = step.input = decision.arguments
-        async with slots.waiting():
-            await durable(self.sink)  # what led to this call is in the trace before it acts
-        started = time.perf_counter()
-        self.totals.tool_calls += 1
-        try:
-            async with slots.waiting():
-                result = await self.executor.run(name, args, timeout_s=self.limits.tool_timeout_s)
-        except asyncio.CancelledError:
-            await self._interrupted(step, started)
-            raise
-        self.totals.tool_ms += (time.perf_counter() - started) * 1000
-        decisions: list[dict[str, Any]] = []
-        if self.guard is not None:  # redacted before the model reads it, too
-            result, decisions = self.guard.tool_result(result)
-        if result.ok:
-            self.findings.append(result.observation)
-            self._answered[key] = (step.seq, result)
-        if result.truncated:
-            step.meta["truncated"] = True  # the full value stays in output
-        await self.finish(step, status="ok" if result.ok else "error", started=started,
-                          output=result.to_dict(), text=result.observation)
-        if decisions:
-            await self._decided(decisions, step)
-        return result
-
-    async def _repeated(self, name: str, args: Any, seq: int, earlier: ToolResult, *,
-                        parent: int | None, role: str) -> ToolResult:
-        """The same call as an earlier one that succeeded: answered from that observation, with
-        a note, instead of being run again (small models repeat a call whose result they have;
-        the loop detector still counts it)."""
-        observation = (f"{earlier.observation}\n\nNote: you already called {name} with these "
-                       "arguments and this was its result; it will not change. Use it to "
-                       "answer, or call another tool.")
-        result = ToolResult(tool=name, arguments=args, ok=True, output=earlier.output,
-                            observation=observation, truncated=earlier.truncated)
-        await self.emit(Step(kind="tool", role=role, name=name, parent=parent, input=args,
-                             output=result.to_dict(), text=observation, status="ok",
-                             duration_ms=0.0, meta={"repeat_of": seq}))
-        return result
-
-    async def _denied_at(self, step: Step, decision: Approval) -> ToolResult:
-        # An emitted tool step whose edited call was denied: finished as the refusal it is.
-        observation = _denied(decision)
-        result = ToolResult(tool=step.name, arguments=step.input, ok=False, output="",
-                            observation=observation, error=observation, error_type="denied")
-        step.meta["denied"] = True
-        await self.finish(step, status="error", output=result.to_dict(), text=observation,
-                          duration_ms=0.0)
-        return result
-
-    async def _interrupted(self, step: Step, started: float) -> None:
-        # Cancelled or timed out mid-call: the step must not stay "running" in the trace.
-        await self.finish(step, status="error", started=started,
-                          output={"error": "interrupted (cancelled or out of time)"},
-                          meta={**step.meta, "interrupted": True})
-
-    async def _check_loop(self, name: str, args: Any, parent: int | None) -> str | None:
-        key = f"{name} {normalise_args(args)}"
-        self._calls.append(key)
-        repeats = self.limits.max_repeats
-        if repeats < 1 or self._calls[-repeats:] != [key] * repeats:
-            return None
-        reason = f"the agent called {name} with the same arguments {repeats} times in a row"
-        if self.on_loop is None:
-            raise LoopDetected(reason)
-        return await self.on_loop(name, args, parent)
-
-    async def _approve(self, name: str, args: Any, *, parent: int | None,
-                       role: str) -> Approval:
-        step = await self.emit(Step(kind="approval", role=role, name=name, parent=parent,
-                                    input=args, status="running"))
-        started = time.perf_counter()
-        with deadline_lifted(self.timeout):
-            async with slots.waiting():
-                decision = await self.approver(step)
-        self.raise_if_cancelled()
-        step.meta.update(approved=decision.approved, reason=decision.reason)
-        await self.finish(step, started=started, output={
-            "approved": decision.approved, "arguments": decision.arguments,
-            "reason": decision.reason,
-        }, text=("approved" if decision.approved else f"denied: {decision.reason}"))
-        return decision
-
-    async def _refused(self, name: str, args: Any, observation: str, why: str, *,
-                       parent: int | None, role: str) -> ToolResult:
-        # A call the runtime did not run still gets a tool step: the trace shows what the model
-        # was told, and the paradigm treats it like any failed call.
-        result = ToolResult(tool=name, arguments=args, ok=False, output="",
-                            observation=observation, error=observation, error_type=why)
-        await self.emit(Step(kind="tool", role=role, name=name, parent=parent, input=args,
-                             output=result.to_dict(), text=observation, status="error",
-                             duration_ms=0.0, meta={why: True}))
-        return result
 
     def elapsed_ms(self) -> float:
         return (time.monotonic() - self._started) * 1000
