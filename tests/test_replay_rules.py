@@ -186,6 +186,16 @@ async def test_replies_served_from_the_record_cost_nothing_but_keep_their_tokens
         ctx.totals.tokens_in, ctx.totals.tokens_out)
 
 
+async def test_a_run_taken_over_keeps_the_cost_of_its_own_recorded_replies():
+    """A takeover re-reads the calls the run itself paid for (Recording(paid=True)): their cost
+    stays in its totals; a replay of another run's calls pays nothing for them."""
+    calls = [recorded(1, request(), "once", cost=0.25)]
+    own = ReplayModel(Recording(calls, paid=True))
+    assert (await ask(own, request())).cost_usd == 0.25
+    replayed = ReplayModel(Recording(calls))
+    assert (await ask(replayed, request())).cost_usd == 0.0
+
+
 # ------------------------------------------------------------------ what a record serves
 # (each found by mutation testing: scripts/mutate agentlab/forks/recorded_tools.py)
 
