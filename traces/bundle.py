@@ -187,6 +187,8 @@ def parse_json(text: str | bytes) -> Any:
                           f"line {exc.lineno}, column {exc.colno}") from None
     except UnicodeDecodeError as exc:
         raise BundleError(f"not UTF-8 text: {exc.reason}", f"byte {exc.start}") from None
+    except BundleError:  # NaN or Infinity (_refuse_constant): already says what it is
+        raise
     except RecursionError:  # Python's parser gives up near 1,000 levels; say where it was
         raise BundleError(f"nested more than {MAX_DEPTH} levels deep",
                           too_deep_at(text)) from None
