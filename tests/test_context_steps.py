@@ -691,3 +691,9 @@ async def test_model_time_counts_a_failed_call_after_a_good_one() -> None:
     with pytest.raises(EndpointUnreachable):
         await ctx.llm("agent", [{"role": "user", "content": "again"}])
     assert 95 <= ctx.totals.model_ms < 60_000  # the good call's time is kept
+
+
+async def test_a_tool_call_a_paradigm_makes_without_a_role_is_the_agents() -> None:
+    ctx, sink = make_context(ScriptedModel([]), [lookup])
+    await ctx.tool("lookup", {"city": "Paris"})
+    assert [s.role for s in sink.of_kind("tool")] == ["agent"]
