@@ -398,7 +398,7 @@ MALFORMED = [
 @pytest.mark.django_db
 class TestMalformedBundles:
     @pytest.mark.parametrize(("change", "where", "message"), MALFORMED,
-                             ids=[m[1] for m in MALFORMED])
+                             ids=[m[1].replace("…", "...") for m in MALFORMED])
     def test_each_bad_value_is_refused_naming_its_field(self, user, change, where, message):
         data = export_bundle(make_run(user))
         change(data)
