@@ -26,7 +26,7 @@ STEP = {"seq": 1, "kind": "llm", "started_at": 1735787045.25}
     ('{"steps": [NaN]}', "NaN is not a JSON number"),
     ('{"cost": -Infinity}', "-Infinity is not a JSON number"),
     (b'{"text": "caf\xe9"}', "byte 13: not UTF-8 text: invalid continuation byte"),
-])
+], ids=["nan", "infinity", "latin-1"])  # ASCII ids: mutmut selects tests by id
 def test_text_that_is_not_strict_json_is_refused_by_name(text, says):
     with pytest.raises(BundleError) as info:
         parse_json(text)
