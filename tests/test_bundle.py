@@ -272,3 +272,27 @@ def test_the_earliest_bad_place_is_reported_counting_indexes_as_numbers(run):
         data["steps"][i]["kind"] = "dance"
     data["steps"][10]["seq"] = "x"  # at the same depth, steps[2] comes first, not "10"
     assert refusal(data).where == "steps[2].kind"
+
+
+@pytest.mark.parametrize("key", ["created", "started_at", "finished_at"])
+def test_a_run_time_that_is_not_a_date_is_refused_by_name(run, key):
+    data = export_bundle(run)
+    data["run"][key] = "yesterday"
+    with pytest.raises(BundleError) as info:
+        load_bundle(data)  # the check itself, before anything is imported
+    assert info.value.where == f"run.{key}"
+
+
+def test_several_problems_in_one_place_report_the_earliest(run):
+    data = export_bundle(run)
+    data["run"]["status"], data["run"]["input"] = "done", 7  # two in the envelope
+    assert refusal(data).where == "run.input"
+    data = export_bundle(run)
+    data["steps"][0] |= {"seq": "x", "kind": "dance"}  # two in one step
+    assert refusal(data).where == "steps[0].kind"
+
+
+def test_a_valid_step_the_fast_check_leaves_to_the_schema_imports(run, user):
+    data = export_bundle(run)
+    data["steps"][0]["tokens_in"] = 50.0  # an integer to JSON Schema, not to the fast check
+    assert import_bundle(data, user=user).steps.get(seq=1).tokens_in == 50
