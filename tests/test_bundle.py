@@ -111,7 +111,8 @@ def test_an_imported_running_run_becomes_interrupted(run, user):
     data = export_bundle(run)
     data["run"]["status"] = "running"
     copy_ = import_bundle(data, user=user)
-    assert copy_.status == "interrupted" and "resume" in copy_.error
+    assert copy_.status == "interrupted"
+    assert copy_.error == "Imported while it was still running; resume it as a fork."
 
 
 def test_broken_json_is_refused_with_line_and_column(run):
@@ -211,6 +212,7 @@ def test_nothing_is_half_imported_when_the_database_refuses(run, monkeypatch):
 
 def test_load_bundle_returns_schema_steps(run):
     loaded = load_bundle(copy.deepcopy(export_bundle(run)))
+    assert loaded.version == BUNDLE_VERSION
     assert [s.seq for s in loaded.steps] == [1, 2, 3, 4]
     assert loaded.steps[1].parent == 1 and loaded.run["input"] == "What is 6*7?"
 
@@ -296,3 +298,17 @@ def test_a_valid_step_the_fast_check_leaves_to_the_schema_imports(run, user):
     data = export_bundle(run)
     data["steps"][0]["tokens_in"] = 50.0  # an integer to JSON Schema, not to the fast check
     assert import_bundle(data, user=user).steps.get(seq=1).tokens_in == 50
+
+
+def test_an_imported_fork_says_where_it_came_from_and_keeps_its_error(run, user):
+    source = Run.objects.create(user=user, agent_name="Calc agent", paradigm="react",
+                                agent_snapshot=SNAPSHOT, input="q", status="succeeded")
+    Run.objects.filter(pk=run.pk).update(parent_run=source, fork_seq=2, status="failed",
+                                         error="the model is down")
+    run.refresh_from_db()
+    data = export_bundle(run)
+    copy_ = import_bundle(data, user=user)
+    assert copy_.agent_snapshot["imported_from"] == {
+        "source_id": run.pk, "parent_source_id": source.pk, "fork_seq": 2,
+        "exported_at": data["exported_at"]}
+    assert (copy_.status, copy_.error) == ("failed", "the model is down")
