@@ -68,6 +68,8 @@ def refusal(data) -> BundleError:
 def test_export_then_import_gives_the_same_run_and_steps(run, other_user):
     exported = export_bundle(run)
     assert (exported["format"], exported["version"]) == (BUNDLE_FORMAT, BUNDLE_VERSION)
+    assert (exported["run"]["started_at"], exported["run"]["finished_at"]) == (
+        "2025-01-02T03:04:05+00:00", "2025-01-02T03:04:07+00:00")
     copy_ = import_bundle(json.dumps(exported), user=other_user)
     assert copy_.pk != run.pk and copy_.user == other_user and copy_.agent is None
     again = export_bundle(copy_)
