@@ -697,3 +697,13 @@ async def test_a_tool_call_a_paradigm_makes_without_a_role_is_the_agents() -> No
     ctx, sink = make_context(ScriptedModel([]), [lookup])
     await ctx.tool("lookup", {"city": "Paris"})
     assert [s.role for s in sink.of_kind("tool")] == ["agent"]
+
+
+async def test_a_step_that_names_its_parent_keeps_it_inside_a_scope() -> None:
+    ctx, sink = make_context(ScriptedModel([]), [lookup])
+    await ctx.emit(Step(kind="plan", text="the plan"))
+    await ctx.emit(Step(kind="thought", text="a sub-task"))
+    with ctx.scope(role="executor", parent=2):
+        await ctx.emit(Step(kind="thought", text="inherits the scope's parent"))
+        await ctx.emit(Step(kind="thought", text="names its own", parent=1))
+    assert [(s.seq, s.parent) for s in sink.steps[2:]] == [(3, 2), (4, 1)]

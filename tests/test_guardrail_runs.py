@@ -267,3 +267,18 @@ def test_the_admin_refuses_a_guardrail_that_cannot_work(fields, field):
     with pytest.raises(ValidationError) as caught:
         guardrail(name="Broken", **fields)
     assert field in caught.value.message_dict
+
+
+async def test_an_input_judge_reads_the_question_and_can_stop_the_run(agent, user, fake_llm):
+    """Scripted model: the judge's verdict on the question comes first; the agent never runs."""
+    judge = await ModelProfile.objects.acreate(name="Judge", base_url=fake_llm.base_url,
+                                               model="judge-model", retries=0)
+    await sync_to_async(guardrail)(name="No competitors", stage="input", kind="judge",
+                                   action="block", judge_profile=judge,
+                                   pattern="Refuse questions about competitors.",
+                                   message="I cannot talk about other companies.")
+    fake_llm.script(Reply(text="VIOLATION\nIt asks about a competitor."))
+    run = await run_to_end(agent, user, "How does Acme price its plans?")
+    assert json.dumps(fake_llm.requests[0]["messages"]).count("How does Acme price its plans?")
+    assert (run.status, run.final_answer) == ("failed", "I cannot talk about other companies.")
+    assert len(fake_llm.requests) == 1  # the agent's model was never asked
