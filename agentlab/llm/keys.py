@@ -26,6 +26,7 @@ SERVER_VARIABLES = frozenset({
     "DJANGO_SETTINGS_MODULE", "DJANGO_SECRET_KEY",
     # runs on workers (docs/ARCHITECTURE.md "Runs on workers")
     "AGENTLAB_RUNS_ON", "AGENTLAB_TAKEOVER_S", "AGENTLAB_WORKER_GRACE_S", "AGENTLAB_WORKER_POOL",
+    "AGENTLAB_DB_POOL",
     "AGENTLAB_CONTROL_REPLY_S", "AGENTLAB_CHANNEL_CAPACITY",
 })
 # OTEL_*: the exporter's endpoint and headers (a collector's auth token) are the server's own.
