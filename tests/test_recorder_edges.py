@@ -17,6 +17,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import OperationalError
 
+from tests.failing_writes import failing_rows
 from tests.waiting import await_until, turns
 from traces import fanout, recorder, writer
 from traces.models import Run, Step
@@ -43,28 +44,6 @@ def heard_by_a_watcher(run_id: int) -> list[dict]:
     seen: list[dict] = []
     fanout.subscribe(run_id, seen.append)
     return seen
-
-
-def rows_of(kind: str, *, times: int | None):
-    """traces.writer.upsert_steps, except that its first `times` batches holding a step of
-    `kind` raise (None: all of them); `.failures` counts them."""
-    real = writer.upsert_steps
-
-    def upsert(rows):
-        rows = list(rows)
-        if any(record.kind == kind for _run, record in rows) and (
-                times is None or upsert.failures < times):
-            upsert.failures += 1
-            raise OperationalError("disk I/O error")
-        return real(rows)
-    upsert.failures = 0
-    return upsert
-
-
-@pytest.fixture
-def quick_retries(monkeypatch):
-    monkeypatch.setattr(recorder, "STATUS_RETRY_DELAYS_S", (0.01, 0.01, 0.01))
-    monkeypatch.setattr(recorder, "CLOSING_RETRY_DELAYS_S", (0.01, 0.01))
 
 
 @pytest.mark.parametrize(("kind", "meta", "closing"), [
@@ -193,7 +172,7 @@ async def test_a_closing_row_that_fails_once_is_written_again_and_published_once
         user, monkeypatch, quick_retries, caplog, publish):
     run = await sync_to_async(make_run)(user)
     seen = heard_by_a_watcher(run.pk)
-    upsert = rows_of("final", times=1)
+    upsert = failing_rows("final", times=1)
     monkeypatch.setattr(writer, "upsert_steps", upsert)
     rec = Recorder(run.pk, publish=publish)
     with caplog.at_level(logging.WARNING, logger="traces.recorder"):
@@ -212,7 +191,7 @@ async def test_a_closing_row_that_fails_once_is_written_again_and_published_once
 async def test_a_closing_row_that_never_lands_is_logged_with_the_run_and_the_step(
         user, monkeypatch, quick_retries, caplog):
     run = await sync_to_async(make_run)(user)
-    monkeypatch.setattr(writer, "upsert_steps", rows_of("error", times=None))
+    monkeypatch.setattr(writer, "upsert_steps", failing_rows("error", times=None))
     rec = Recorder(run.pk)
     with caplog.at_level(logging.ERROR, logger="traces.recorder"):
         await rec.step(StepRecord(seq=3, kind="error", status="error", text="boom",
@@ -234,7 +213,7 @@ async def test_a_closing_row_that_never_lands_is_logged_with_the_run_and_the_ste
 async def test_a_lost_row_is_named_in_the_run_s_error(user, monkeypatch, ending, error, status,
                                                       says):
     run = await sync_to_async(make_run)(user)
-    monkeypatch.setattr(writer, "upsert_steps", rows_of("tool", times=None))
+    monkeypatch.setattr(writer, "upsert_steps", failing_rows("tool", times=None))
     rec = Recorder(run.pk)
     with pytest.raises(OperationalError):
         await rec.step(StepRecord(seq=2, kind="tool", name="calculator"))
@@ -248,7 +227,7 @@ async def test_a_lost_row_is_named_in_the_run_s_error(user, monkeypatch, ending,
 @pytest.mark.django_db(transaction=True)
 async def test_a_row_written_ahead_that_failed_is_named_at_the_end(user, monkeypatch, caplog):
     run = await sync_to_async(make_run)(user)
-    monkeypatch.setattr(writer, "upsert_steps", rows_of("tool", times=None))
+    monkeypatch.setattr(writer, "upsert_steps", failing_rows("tool", times=None))
     rec = Recorder(run.pk, ahead=lambda: True)
     await rec.step(StepRecord(seq=2, kind="tool", name="calculator"))  # not waited for
     with caplog.at_level(logging.ERROR, logger="traces.recorder"):

@@ -31,6 +31,7 @@ from agentlab.bench.servers import database_url, free_port
 from agentlab.evals import engine
 from agentlab.evals.models import Experiment, Suite
 from tests.factories import make_agents, scripted_profile
+from tests.failing_writes import failing_rows
 from tests.fake_openai import Reply
 from traces import bundle_store, recorder, startup, writer
 from traces.models import Run, Step
@@ -40,12 +41,6 @@ from traces.workers import Identity, process_start, this_process, worker_id
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 30
-
-
-@pytest.fixture
-def quick_retries(monkeypatch):
-    monkeypatch.setattr(recorder, "STATUS_RETRY_DELAYS_S", (0.01, 0.01, 0.01))
-    monkeypatch.setattr(recorder, "CLOSING_RETRY_DELAYS_S", (0.01, 0.01))
 
 
 @pytest.fixture
@@ -72,22 +67,6 @@ def failing(real, *, times: int | None, when=lambda *a: True):
 
 def finished(_run_id, status, _detail) -> bool:
     return status != "running"
-
-
-def failing_final_rows(*, times: int | None):
-    """traces.writer.upsert_steps, except that its first `times` batches holding a `final`
-    step raise (times=None: all of them); `.failures` counts them."""
-    real = writer.upsert_steps
-
-    def upsert(rows):
-        rows = list(rows)  # a generator: looked at here, then handed on whole
-        if any(record.kind == "final" for _run, record in rows) and (
-                times is None or upsert.failures < times):
-            upsert.failures += 1
-            raise OperationalError("disk I/O error")
-        return real(rows)
-    upsert.failures = 0
-    return upsert
 
 
 class TestTheFinalStatusWrite:
@@ -145,7 +124,7 @@ class TestTheFinalStep:
     def test_a_final_row_that_fails_once_is_written_on_a_retry(
             self, answered, staff, monkeypatch, quick_retries):
         # Twice: the batch, then the writer's own job-by-job retry of it; then the recorder's.
-        upsert = failing_final_rows(times=2)
+        upsert = failing_rows("final", times=2)
         monkeypatch.setattr(writer, "upsert_steps", upsert)
         run = answered()
         assert upsert.failures == 2
@@ -154,7 +133,7 @@ class TestTheFinalStep:
 
     def test_a_final_row_that_never_lands_ends_the_run_failed_not_running(
             self, answered, staff, monkeypatch, quick_retries, caplog):
-        upsert = failing_final_rows(times=None)
+        upsert = failing_rows("final", times=None)
         monkeypatch.setattr(writer, "upsert_steps", upsert)
         with caplog.at_level(logging.ERROR, logger="traces.recorder"):
             run = answered()
