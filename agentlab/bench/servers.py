@@ -112,7 +112,7 @@ class PostgresServer:
     port: int = field(default_factory=free_port)
     folder: Path | None = None
     user: str = "agentlab"
-    # pg_stat_statements loaded and created (bench_live --counts: statements per step)
+    # pg_stat_statements loaded and created (bench_live --calls: statements per step)
     statements: bool = False
 
     @property
