@@ -9,6 +9,7 @@ import pytest
 
 from agentlab.llm.errors import EndpointUnreachable
 from agentlab.paradigms.registry import Paradigm, get_paradigm, paradigm_keys, validate_params
+from agentlab.runtime import window
 from agentlab.runtime.context import Approval
 from agentlab.runtime.limits import BudgetExceeded, Limits, LoopDetected
 from agentlab.runtime.loop import execute
@@ -440,6 +441,33 @@ async def test_a_server_that_counts_more_gets_the_prompt_fitted_to_its_count(fak
     # The run keeps the server's count: the next call is fitted at once.
     assert (await ctx.llm("agent", messages)).text == "Done again."
     assert len(fake_llm.requests) == 3 and fake_llm.requests[2]["messages"] == second
+
+
+async def test_a_refit_after_the_servers_count_starts_from_what_the_agent_asked_to_send(
+        fake_llm) -> None:
+    import re
+
+    from tests.fake_openai import Fail, Reply
+
+    # Our own estimate already cuts the observation; the server then counts the cut prompt
+    # over its window. The second cut is made from the whole observation, not from the first
+    # cut: one marker, whose count is every character left out.
+    observation = "Observation: " + "cell " * 5000
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Go."},
+                {"role": "assistant", "content": "Reading."},
+                {"role": "user", "content": observation}]
+    fake_llm.script(Fail(400, "This model's maximum context length is 4096 tokens. However, "
+                              "you requested 7400 tokens (7272 in the messages, 128 in the "
+                              "completion).", "context_length_exceeded"), Reply(text="Done."))
+    ctx, sink = make_context(_window_model(fake_llm, context_tokens=4096))
+    assert (await ctx.llm("agent", messages)).text == "Done."
+    first, second = (r["messages"][-1]["content"] for r in fake_llm.requests)
+    assert len(second) < len(first) < len(observation)
+    (marker,) = re.findall(r"\[… ([\d,]+) characters cut", second)
+    (step,) = sink.steps
+    assert int(marker.replace(",", "")) == step.meta["trimmed"]["chars_cut"]
+    kept = len(second) - len(window.MARKER.format(chars=int(marker.replace(",", "")))) - 2
+    assert step.meta["trimmed"]["chars_cut"] == len(observation) - kept
 
 
 async def test_an_edit_at_a_breakpoint_is_fitted_too(fake_llm) -> None:
