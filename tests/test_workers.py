@@ -177,6 +177,33 @@ async def test_a_run_queued_while_no_worker_is_up_starts_when_one_comes(
     await comm.disconnect()
 
 
+async def test_an_engine_run_left_without_a_job_is_given_one_and_executes(
+        workers, calc_agent, user, fake_llm):
+    """The process that saved a run for the engine (an experiment advancing) stopped before it
+    queued the run's job: nothing would ever execute it. A worker's sweep gives it a job once
+    it is AGENTLAB_TAKEOVER_S old, and it runs to its answer, with one job."""
+    fake_llm.script(CALL, ANSWER)
+    run = await sync_to_async(create_run)(calc_agent, user, "What is 6*7?",
+                                          worker=ENGINE_PREFIX + "gone-web-process")
+    workers.start(1)
+
+    async def over() -> Run | None:
+        row = await Run.objects.aget(pk=run.pk)
+        return row if row.status not in ("queued", "running") else None
+
+    row = await await_until(over, timeout=60, message="the orphaned run ended")
+    assert row.status == "succeeded" and row.final_answer == "6 times 7 is 42."
+    assert row.worker.startswith(ENGINE_PREFIX) and "gone-web-process" not in row.worker
+
+    def jobs() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM procrastinate_jobs WHERE lock = %s",
+                           [f"agentlab-run-{run.pk}"])
+            return cursor.fetchone()[0]
+
+    assert await sync_to_async(jobs)() == 1
+
+
 async def test_controls_from_this_process_reach_the_worker_holding_the_run(
         workers, on_workers, calc_agent, user, fake_llm):
     """Step mode set before the start; the worker pauses, this socket and a second one see

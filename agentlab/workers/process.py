@@ -1,30 +1,37 @@
 """A worker process, what `manage.py worker` runs: procrastinate's worker (one event loop,
 up to `concurrency` runs at once, a heartbeat every second), the control relay, and the sweep
 that hands the jobs of a worker silent for AGENTLAB_TAKEOVER_S back to the queue
-(procrastinate's `get_stalled_jobs` + `retry_job`), so another worker takes them over.
+(procrastinate's `get_stalled_jobs` + `retry_job`), so another worker takes them over, and
+gives a job to any engine run queued without one (`queue_orphans`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.utils import timezone
+from procrastinate.exceptions import AlreadyEnqueued
 
-from agentlab.workers.app import QUEUE, worker_app
+from agentlab.workers.app import QUEUE, RUN_TASK, run_lock, worker_app
 from agentlab.workers.relay import RELAY, Relay
 from traces import startup
-from traces.workers import become_engine_worker, worker_id
+from traces.models import Run
+from traces.workers import ENGINE_PREFIX, become_engine_worker, worker_id
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 1.0
+ORPHANS_PER_SWEEP = 100
 
 
 async def hand_back_stalled(app: Any) -> None:
-    """Every second: the jobs of workers silent for AGENTLAB_TAKEOVER_S go back to the queue."""
+    """Every second: the jobs of workers silent for AGENTLAB_TAKEOVER_S go back to the queue,
+    and engine runs left without a job get one (`queue_orphans`)."""
     while True:
         await asyncio.sleep(HEARTBEAT_S)
         try:
@@ -34,10 +41,39 @@ async def hand_back_stalled(app: Any) -> None:
                 log.warning("job %s (run %s) of a silent worker goes back to the queue",
                             job.id, job.task_kwargs.get("run_id"))
                 await app.job_manager.retry_job(job)
+            await queue_orphans(app)
         except asyncio.CancelledError:
             raise
         except Exception:  # another worker retried it first, or the database blinked
             log.debug("the stalled-job sweep failed this time", exc_info=True)
+
+
+async def queue_orphans(app: Any) -> list[int]:
+    """Runs queued for the engine whose job was never deferred — the process that created them
+    (an experiment advancing) stopped between saving them and queueing them, or the database
+    refused the job — get their job now, once they are AGENTLAB_TAKEOVER_S old: without it,
+    nothing would ever execute them, and their experiment would wait for ever. Returns them."""
+    queued = await sync_to_async(_stale_engine_runs)()
+    deferred = []
+    for run_id in queued:
+        if await app.job_manager.list_jobs_async(lock=run_lock(run_id)):
+            continue  # queued, executing or over: its job is the engine's business
+        try:
+            await app.configure_task(RUN_TASK, queue=QUEUE, lock=run_lock(run_id),
+                                     queueing_lock=run_lock(run_id)).defer_async(
+                run_id=run_id, debug={})
+        except AlreadyEnqueued:
+            continue  # another worker's sweep got there first
+        log.warning("run %s was queued without a job; its job is queued now", run_id)
+        deferred.append(run_id)
+    return deferred
+
+
+def _stale_engine_runs() -> list[int]:
+    since = timezone.now() - timedelta(seconds=settings.AGENTLAB_TAKEOVER_S)
+    return list(Run.objects.filter(status="queued", worker__startswith=ENGINE_PREFIX,
+                                   created__lt=since)
+                .order_by("pk").values_list("pk", flat=True)[:ORPHANS_PER_SWEEP])
 
 
 async def serve(concurrency: int) -> None:
