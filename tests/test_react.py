@@ -285,6 +285,11 @@ async def test_a_json_turn_that_must_act_offers_no_final_answer_then_the_next_do
                      for r in model.requests)
     assert first == {"enum": ["population", "slow", "nap"]}
     assert second == {"enum": ["population", "slow", "nap", "final_answer"]}
+    # The answer's text may not be empty: a small model under the schema's grammar otherwise
+    # closes the quotes at once.
+    answer = model.requests[1]["response_format"]["json_schema"]["schema"]["properties"][
+        "action_input"]["anyOf"][-1]
+    assert answer == {"type": "string", "minLength": 1}
 
 
 async def test_a_text_answer_before_any_tool_is_sent_back_when_the_first_turn_must_act() -> None:

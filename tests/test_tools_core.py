@@ -11,6 +11,7 @@ import pytest
 
 from agentlab.tools.decorator import tool
 from agentlab.tools.executor import ToolExecutor, ToolPolicy, truncate
+from agentlab.tools.schema import NOT_EMPTY
 
 
 class Unit(enum.Enum):
@@ -20,7 +21,7 @@ class Unit(enum.Enum):
 
 @tool
 def forecast(
-    city: Annotated[str, "city name"],
+    city: Annotated[str, "city name", NOT_EMPTY],
     days: int = 1,
     unit: Unit = Unit.C,
     detail: Literal["short", "long"] = "short",
@@ -112,7 +113,8 @@ def test_schema_from_every_kind_of_hint():
     props = params["properties"]
     assert forecast.description == "Forecast for a city."
     assert params["required"] == ["city"] and params["additionalProperties"] is False
-    assert props["city"] == {"type": "string", "description": "city name"}
+    # A dict in Annotated adds its JSON Schema keywords (the embedded model's grammar keeps them).
+    assert props["city"] == {"type": "string", "minLength": 1, "description": "city name"}
     assert props["days"] == {"type": "integer", "default": 1}
     assert props["unit"] == {"type": "string", "enum": ["celsius", "fahrenheit"],
                              "default": "celsius"}
@@ -140,6 +142,7 @@ def test_safe_coercion_and_a_bare_string_for_a_single_parameter():
 
 @pytest.mark.parametrize(("args", "expected"), [
     ({}, "'city' is a required property"),
+    ({"city": ""}, "field 'city': '' should be non-empty"),
     ({"city": "Paris", "days": "many"}, "field 'days': expected integer, got 'many'"),
     ({"city": "Paris", "detail": "medium"}, "field 'detail': 'medium' is not one of"),
     ({"city": "Paris", "colour": "red"}, "'colour' was unexpected"),

@@ -254,7 +254,8 @@ def step_format(executor: Any, *, final: bool = True) -> dict[str, Any]:
             "thought": {"type": "string"},
             "action": {"enum": [t["function"]["name"] for t in tools]
                        + (["final_answer"] if final else [])},
-            "action_input": {"anyOf": [*unique, {"type": "string"}]},
+            # An answer is never empty (a small model closes the quotes at once otherwise).
+            "action_input": {"anyOf": [*unique, {"type": "string", "minLength": 1}]},
         },
         "required": ["thought", "action", "action_input"],
         "additionalProperties": False,

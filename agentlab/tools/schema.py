@@ -11,6 +11,9 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+# For Annotated[str, "what it is", NOT_EMPTY]: a required text the model may not leave empty.
+NOT_EMPTY: dict[str, Any] = {"minLength": 1}
+
 _SIMPLE: dict[Any, dict[str, Any]] = {
     str: {"type": "string"},
     int: {"type": "integer"},
@@ -26,8 +29,13 @@ def type_schema(hint: Any) -> dict[str, Any]:
     """The JSON Schema of one annotation (descriptions from Annotated[..., "text"])."""
     origin, args = get_origin(hint), get_args(hint)
     if origin is Annotated:
+        # Annotated[str, "what it is", {"minLength": 1}]: a description, and JSON Schema
+        # keywords the model's reply is held to (a server that constrains its output to the
+        # schema cannot send an empty city).
         schema = type_schema(args[0])
         texts = [a for a in args[1:] if isinstance(a, str)]
+        for extra in (a for a in args[1:] if isinstance(a, dict)):
+            schema.update(extra)
         return {**schema, "description": texts[0]} if texts else schema
     if hint in _SIMPLE:
         return dict(_SIMPLE[hint])

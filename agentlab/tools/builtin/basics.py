@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from agentlab.tools.decorator import tool
+from agentlab.tools.schema import NOT_EMPTY
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
@@ -62,7 +63,8 @@ def _eval(node: ast.AST) -> Any:
 
 
 @tool(category="math")
-def calculator(expression: Annotated[str, "arithmetic, e.g. (3 + 4) * sqrt(16) / 2"]) -> str:
+def calculator(expression: Annotated[str, "arithmetic, e.g. (3 + 4) * sqrt(16) / 2",
+                                      NOT_EMPTY]) -> str:
     """Evaluate an arithmetic expression exactly: + - * / // % **, parentheses, sqrt, log, exp,
     sin, cos, tan, abs, round, min, max, floor, ceil, pi, e."""
     if len(expression) > MAX_LENGTH:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from agentlab.tools.decorator import tool
+from agentlab.tools.schema import NOT_EMPTY
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "weather_demo.json"
 
@@ -35,14 +36,14 @@ def _city(city: str) -> tuple[str, str, dict[str, Any]]:
 
 
 @tool(category="weather")
-def get_weather(city: Annotated[str, "city name, e.g. Paris"]) -> dict:
+def get_weather(city: Annotated[str, "city name, e.g. Paris", NOT_EMPTY]) -> dict:
     """Current weather for a city (demo data): temperature, condition, humidity, wind."""
     note, name, row = _city(city)
     return {"city": name, "country": row["country"], **row["weather"], "source": note}
 
 
 @tool(category="weather")
-def get_air_quality(city: Annotated[str, "city name, e.g. Delhi"]) -> dict:
+def get_air_quality(city: Annotated[str, "city name, e.g. Delhi", NOT_EMPTY]) -> dict:
     """Air quality for a city (demo data): AQI, PM2.5, PM10 and the main pollutant."""
     note, name, row = _city(city)
     aqi = row["air_quality"]["aqi"]
