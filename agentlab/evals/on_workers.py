@@ -152,8 +152,9 @@ def cancel_runs(experiment_id: int) -> None:
                                       run__isnull=False).values_list("pk", "run_id"))
     held = []
     for result_id, run_id in runs:
-        # Not started yet: cancelled here, so its job finds it over and settles nothing.
-        if Run.objects.filter(pk=run_id, status="queued").update(
+        # Not claimed by a worker yet (agentlab.workers.job.claim gives it a start): cancelled
+        # here, so its job finds it over and settles nothing.
+        if Run.objects.filter(pk=run_id, status="queued", started_at__isnull=True).update(
                 status="cancelled", error="cancelled with the experiment",
                 finished_at=timezone.now()):
             pairs.save(result_id, status="cancelled", error="cancelled before it ran")

@@ -24,6 +24,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.db import transaction
+from django.utils import timezone
 
 from agentlab.evals.on_workers import settle
 from agentlab.live import control as live
@@ -41,13 +42,18 @@ log = logging.getLogger(__name__)
 @database_sync_to_async
 def claim(run_id: int) -> tuple[Run, str | None] | None:
     """The run, now this worker's; with the worker it was taken from when another had started
-    it (None for a queued run). None when the run is over (cancelled or swept meanwhile)."""
+    it (None for a queued run). None when the run is over (cancelled or swept meanwhile).
+
+    A queued run gets its `started_at` here, with its row locked: a cancel of queued runs
+    (agentlab.evals.on_workers.cancel_runs) takes only those without one, so it never marks
+    cancelled a run a worker is already starting; either the cancel or the claim comes first."""
     with transaction.atomic():
         row = (Run.objects.select_for_update().filter(pk=run_id)
                .values("status", "worker").first())
         if row is None or row["status"] not in ACTIVE_STATUSES:
             return None
-        Run.objects.filter(pk=run_id).update(worker=owner_id())
+        started = {"started_at": timezone.now()} if row["status"] == "queued" else {}
+        Run.objects.filter(pk=run_id).update(worker=owner_id(), **started)
     previous = row["worker"] if row["status"] != "queued" else None
     return Run.objects.select_related("user").get(pk=run_id), previous
 

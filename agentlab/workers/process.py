@@ -72,7 +72,7 @@ async def queue_orphans(app: Any) -> list[int]:
 def _stale_engine_runs() -> list[int]:
     since = timezone.now() - timedelta(seconds=settings.AGENTLAB_TAKEOVER_S)
     return list(Run.objects.filter(status="queued", worker__startswith=ENGINE_PREFIX,
-                                   created__lt=since)
+                                   started_at__isnull=True, created__lt=since)
                 .order_by("pk").values_list("pk", flat=True)[:ORPHANS_PER_SWEEP])
 
 
