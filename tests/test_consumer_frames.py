@@ -159,3 +159,19 @@ async def test_debug_settings_for_a_run_that_has_ended_are_refused(user):
     await comm.send_json_to({"action": "debug", "step_mode": True})
     assert (await comm.receive_json_from())["error"] == "the run is not active"
     await comm.disconnect()
+
+
+async def test_a_step_published_before_the_page_asks_to_sync_reaches_it_once_from_the_sync(
+        user):
+    """Between a socket's admission and its sync, the run's live events are not sent: the sync
+    reads them from the database (persist, then publish), so the page gets each step once."""
+    run = await running_run(user)
+    early = await connect(run.pk, user)  # admitted and listening; it has not asked to sync
+    watcher = await connect(run.pk, user)
+    await synced(watcher)
+    await Recorder(run.pk).step(StepRecord(seq=1, kind="tool", name="calculator", text="42"))
+    await frames_until(watcher, is_type("step"))  # published: every listener has heard it
+    frames = await synced(early)
+    assert [f["seq"] for f in frames if f["type"] == "step"] == [1]
+    await early.disconnect()
+    await watcher.disconnect()

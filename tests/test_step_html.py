@@ -202,3 +202,17 @@ def test_a_step_taken_over_by_another_worker_says_so_and_by_whom():
             'step 4">taken over after #4</span>') in page
     assert "pill taken-over" not in render({"kind": "llm", "name": "m",
                                             "meta": {"taken_over": "x"}})
+    # A note missing its parts (an older worker's) still reads as a sentence.
+    bare = render({"kind": "llm", "name": "m", "meta": {"taken_over": {}}})
+    assert ('title="the worker running this run (?) stopped; ? continued it from its trace '
+            'after step ?">taken over after #?</span>') in bare
+
+
+def test_a_step_still_running_cannot_be_forked_even_in_a_run_that_ended():
+    # An interrupted run keeps the call it was making as "running": nothing to fork from yet.
+    assert "Fork from here" not in render({"kind": "llm", "name": "m", "status": "running"})
+    assert "Fork from here" in render({"kind": "llm", "name": "m", "status": "error"})
+    no_flag = step_html(step_view({"seq": 3, "kind": "tool", "status": "ok"}),
+                        SimpleNamespace(pk=7))  # a run that says nothing of being active
+    assert "Fork from here" in str(no_flag)
+
