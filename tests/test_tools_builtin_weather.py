@@ -56,3 +56,21 @@ async def test_unknown_city_lists_known_ones(ex, tool):
 async def test_missing_argument_is_a_validation_error(ex):
     result = await ex.run("get_weather", {})
     assert not result.ok and result.error_type == "validation"
+
+
+@pytest.mark.parametrize(("written", "city"), [
+    ("B Beijing", "Beijing"), ("Beijing, China", "Beijing"),
+    ("the city of sao-paulo", "São Paulo")], ids=["stutter", "country", "sentence"])
+async def test_a_city_named_inside_other_words_is_found_and_the_result_says_which(
+        ex, written, city):
+    # A small model stutters ("B Beijing"); a place search would find the city all the same.
+    result = await ex.run("get_weather", {"city": written})
+    assert result.ok, result.observation
+    assert json.loads(result.output)["city"] == city
+
+
+@pytest.mark.parametrize("written", ["Parisian", "Delhi or Paris", "Atlantis"])
+async def test_no_city_or_two_of_them_is_refused_with_the_cities_there_are(ex, written):
+    result = await ex.run("get_air_quality", {"city": written})
+    assert not result.ok
+    assert f"no demo data for {written!r}. Cities with data include: Beijing" in result.observation

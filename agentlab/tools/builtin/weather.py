@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from functools import cache
 from pathlib import Path
@@ -20,6 +21,12 @@ def _key(name: str) -> str:
     return "".join(c for c in folded if not unicodedata.combining(c))
 
 
+def _words(text: str) -> str:
+    """The words of `text` between spaces (" sao paulo " for "sao-paulo!"): a city is found
+    among them as whole words, so "Paris" is not found in "Parisian"."""
+    return f" {' '.join(re.findall(r'\w+', text))} "
+
+
 @cache
 def _dataset() -> tuple[str, dict[str, tuple[str, dict[str, Any]]]]:
     raw = json.loads(DATA.read_text(encoding="utf-8"))
@@ -27,8 +34,13 @@ def _dataset() -> tuple[str, dict[str, tuple[str, dict[str, Any]]]]:
 
 
 def _city(city: str) -> tuple[str, str, dict[str, Any]]:
+    """The city's row: by its name, else the one known city named inside the text ("B Beijing",
+    "Beijing, China" — a place search would find it too; the result names the city used)."""
     note, cities = _dataset()
     found = cities.get(_key(city.split(",")[0]))
+    if found is None:
+        named = [row for key, row in cities.items() if _words(key) in _words(_key(city))]
+        found = named[0] if len(named) == 1 else None
     if found is None:
         known = ", ".join(sorted(name for name, _ in cities.values()))
         raise ValueError(f"no demo data for {city!r}. Cities with data include: {known}")
