@@ -74,3 +74,15 @@ def start_embedded(stdout: Any) -> Any:
     except LocalModelError as exc:
         raise CommandError(str(exc)) from None
     return server
+
+
+def warm_agents(agents: Any, stdout: Any) -> None:
+    """Each of `agents` that runs on the embedded model sends its first request once, so the
+    first question asked of it does not wait for the model to read its prompt
+    (agentlab.runs.warm)."""
+    from agentlab.runs.warm import warm
+
+    for agent in agents:
+        if agent.model_profile is not None and agent.model_profile.is_embedded:
+            seconds = warm(agent)
+            stdout.write(f"  warmed {agent.name} in {seconds:.1f} s")

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agentlab.management.commandutil import find_agent, find_user
+from agentlab.management.commandutil import find_agent, find_user, warm_agents
 from traces.models import Step
 
 QUESTIONS = [json.loads(line)["question"] for line in """\
@@ -55,6 +55,7 @@ class Command(BaseCommand):
             os.environ["AGENTLAB_LOCAL_LLM_URL"] = server.start()
         except LocalModelError as exc:
             raise CommandError(str(exc)) from None
+        warm_agents([row], self.stdout)  # as `serve` warms the ReAct agents
         ready_s = time.perf_counter() - started
         durations: list[float] = []
         first_ms: float | None = None

@@ -21,6 +21,7 @@ from agentlab.management.commandutil import (
     find_user,
     needs_embedded,
     start_embedded,
+    warm_agents,
 )
 from agentlab.models import ModelProfile
 
@@ -68,6 +69,8 @@ class Command(BaseCommand):
                           + (f", at most {run_timeout} s per run" if run_timeout else ""))
         server = (start_embedded(self.stdout) if not no_model
                   and needs_embedded(rows, (experiment.judge_profile,)) else None)
+        if server is not None:
+            warm_agents(rows, self.stdout)
         tty = self.stdout.isatty()
         try:
             experiment = asyncio.run(engine.run_experiment(

@@ -54,6 +54,15 @@ class Command(BaseCommand):
                               "interrupted")
         if n := counts.get("imports"):
             self.stdout.write(f"• Removed {n} import(s) left half-written by a stopped process")
+        if server is not None:
+            from agentlab.management.commandutil import warm_agents
+            from agentlab.models import Agent
+
+            # The ReAct agents (what Chat offers first) have read their prompts before the
+            # first question: it costs its own words, not ~500 tokens of prompt.
+            self.stdout.write("• Warming the ReAct agents' prompts on the embedded model…")
+            warm_agents(Agent.objects.filter(paradigm="react").select_related("model_profile"),
+                        self.stdout)
         self.stdout.write(self.style.SUCCESS(f"• Agent Lab: http://{host}:{port}/  (Ctrl-C stops)"))
         daphne = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
