@@ -7,7 +7,7 @@ each visitor gets: `login` (sent to log in), `404` (another user's row: not disc
 page that answers but shows none of alice's rows), `admin` (sent to the admin's login),
 `accepted` / `refused` for sockets (refused: an error frame, then close 4403).
 
-Runs that an action would launch are recorded instead of run (`tasks.launch`,
+Runs that an action would launch are recorded instead of run (`tasks.launch`, `engine.submit`,
 `engine.start_experiment`): this file is about who may act, the other tests about what runs."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from agentlab.chat.models import ChatTurn, Conversation
 from agentlab.compare.models import Comparison, ComparisonEntry
 from agentlab.evals import engine
 from agentlab.evals.models import Case, Suite
+from agentlab.live import engine as live_engine
 from agentlab.routing import websocket_urlpatterns
 from agentlab.runs import tasks
 from agentlab.runs.snapshot import create_run
@@ -188,7 +189,14 @@ def world(django_user_model, monkeypatch) -> dict[str, Any]:
         done.set_result(None)
         return done
 
+    async def submit(run, settings=None):  # a replay, fork or resume: recorded the same way
+        launched.append(run.pk)
+
     monkeypatch.setattr(tasks, "launch", launch)
+    # Executing one here would prepare it in another thread, on another connection, which
+    # cannot see this test's uncommitted rows, and its recorder would then wait minutes for
+    # SQLite's write lock that the test's transaction holds.
+    monkeypatch.setattr(live_engine, "submit", submit)
     monkeypatch.setattr(engine, "start_experiment", lambda experiment: launched.append(
         experiment.pk))
     users = {  # no passwords (force_login): hashing three is most of a case's time
