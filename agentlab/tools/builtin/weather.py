@@ -51,7 +51,8 @@ def _city(city: str) -> tuple[str, str, dict[str, Any]]:
 def get_weather(city: Annotated[str, "city name, e.g. Paris", NOT_EMPTY]) -> dict:
     """Current weather for a city (demo data): temperature, condition, humidity, wind."""
     note, name, row = _city(city)
-    return {"city": name, "country": row["country"], **row["weather"], "source": note}
+    # The note first, as a header: a small model repeats what it read last as its answer.
+    return {"source": note, "city": name, "country": row["country"], **row["weather"]}
 
 
 @tool(category="weather")
@@ -61,5 +62,5 @@ def get_air_quality(city: Annotated[str, "city name, e.g. Delhi", NOT_EMPTY]) ->
     aqi = row["air_quality"]["aqi"]
     level = ("good" if aqi <= 50 else "moderate" if aqi <= 100 else
              "unhealthy for sensitive groups" if aqi <= 150 else "unhealthy")
-    return {"city": name, "country": row["country"], **row["air_quality"], "level": level,
-            "source": note}
+    return {"source": note, "city": name, "country": row["country"], **row["air_quality"],
+            "level": level}
