@@ -38,14 +38,14 @@ class FirstCallOnly:
 
     def __init__(self, model: Any) -> None:
         self._model = model
-        self.requests = 0
+        self.sent = False
 
     def __getattr__(self, name: str) -> Any:  # profile_name, window: the real model's
         return getattr(self._model, name)
 
     async def chat(self, messages: list[dict[str, Any]], **options: Any) -> Any:
-        self.requests += 1
         await self._model.chat(messages, **{**options, "max_tokens": 1, "on_token": None})
+        self.sent = True
         raise Warmed
 
 
@@ -56,16 +56,19 @@ def warm(agent: Any) -> float:
     built) is logged and skipped: warming never stops a command."""
     started = time.perf_counter()
     try:
-        outcome = asyncio.run(_first_call(snapshot(agent), agent.paradigm))
+        sent, outcome = asyncio.run(_first_call(snapshot(agent), agent.paradigm))
     except Exception:  # a configuration the warm-up cannot build is the run's to report
         log.warning("could not warm agent %r", agent.name, exc_info=True)
     else:
-        if outcome.error and outcome.error != Warmed.__name__:
+        if not sent:
             log.warning("warming agent %r: %s", agent.name, outcome.error)
     return time.perf_counter() - started
 
 
-async def _first_call(snap: dict[str, Any], paradigm: str) -> Any:
+async def _first_call(snap: dict[str, Any], paradigm: str) -> tuple[bool, Any]:
+    """Whether a first call went out, and how the cut-short run ended."""
     ctx = build_context(snap, sink=MemorySink(), is_superuser=True)
-    ctx.models = {role: FirstCallOnly(model) for role, model in ctx.models.items()}
-    return await execute(get_paradigm(paradigm)(), ctx, QUESTION)
+    models = [FirstCallOnly(model) for model in ctx.models.values()]
+    ctx.models = dict(zip(ctx.models, models, strict=True))
+    outcome = await execute(get_paradigm(paradigm)(), ctx, QUESTION)
+    return any(m.sent for m in models), outcome

@@ -51,11 +51,15 @@ def _web_app() -> procrastinate.App:
     return app.open()
 
 
+def run_job(app: procrastinate.App, run_id: int) -> Any:
+    """The run's job, ready to defer on `app`: never queued twice, never executed twice at once."""
+    return app.configure_task(RUN_TASK, queue=QUEUE, lock=run_lock(run_id),
+                              queueing_lock=run_lock(run_id))
+
+
 def defer_run(run_id: int, debug: dict[str, Any]) -> int:
     """Queue the run's job (synchronous: call it from a thread); the job id."""
-    deferrer = _web_app().configure_task(RUN_TASK, queue=QUEUE, lock=run_lock(run_id),
-                                         queueing_lock=run_lock(run_id))
-    return deferrer.defer(run_id=run_id, debug=debug)
+    return run_job(_web_app(), run_id).defer(run_id=run_id, debug=debug)
 
 
 def worker_app() -> procrastinate.App:

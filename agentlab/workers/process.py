@@ -17,7 +17,7 @@ from django.conf import settings
 from django.utils import timezone
 from procrastinate.exceptions import AlreadyEnqueued
 
-from agentlab.workers.app import QUEUE, RUN_TASK, run_lock, worker_app
+from agentlab.workers.app import QUEUE, run_job, run_lock, worker_app
 from agentlab.workers.relay import RELAY, Relay
 from traces import startup
 from traces.models import Run
@@ -59,9 +59,7 @@ async def queue_orphans(app: Any) -> list[int]:
         if await app.job_manager.list_jobs_async(lock=run_lock(run_id)):
             continue  # queued, executing or over: its job is the engine's business
         try:
-            await app.configure_task(RUN_TASK, queue=QUEUE, lock=run_lock(run_id),
-                                     queueing_lock=run_lock(run_id)).defer_async(
-                run_id=run_id, debug={})
+            await run_job(app, run_id).defer_async(run_id=run_id, debug={})
         except AlreadyEnqueued:
             continue  # another worker's sweep got there first
         log.warning("run %s was queued without a job; its job is queued now", run_id)

@@ -39,7 +39,8 @@ def _city(city: str) -> tuple[str, str, dict[str, Any]]:
     note, cities = _dataset()
     found = cities.get(_key(city.split(",")[0]))
     if found is None:
-        named = [row for key, row in cities.items() if _words(key) in _words(_key(city))]
+        words = _words(_key(city))
+        named = [row for key, row in cities.items() if _words(key) in words]
         found = named[0] if len(named) == 1 else None
     if found is None:
         known = ", ".join(sorted(name for name, _ in cities.values()))
