@@ -13,20 +13,27 @@ FUNCTION_CALLING = ("Answer the user's question with the tools: call the tool th
 # last: a 135M model that imitates a long answer lists every number of the result. A result's
 # keys do not start like the arguments ({"city": …): the model went on writing a result's keys
 # into its next Action Input.
+# (question, what it asks for, tool, arguments, result, answer). The thought restates what the
+# question asks before it names the tool: a 135M model otherwise names the tool of the last
+# example ("I need calculator for this." to a weather question).
 _EXAMPLES = [
-    ("What is the weather in Rome?", "get_weather", {"city": "Rome"},
+    ("What is the weather in Rome?", "the weather in Rome", "get_weather", {"city": "Rome"},
      '{"temperature_c": 18, "condition": "sunny", "humidity_pct": 60, "city": "Rome"}',
      "Sunny and 18 °C."),
-    ("What is the AQI in Oslo?", "get_air_quality", {"city": "Oslo"},
+    ("What is the AQI in Oslo?", "the air quality in Oslo", "get_air_quality", {"city": "Oslo"},
      '{"aqi": 30, "category": "good", "main_pollutant": "PM2.5", "city": "Oslo"}',
      "The AQI in Oslo is 30."),
-    ("What is 12 * 7?", "calculator", {"expression": "12 * 7"}, "84", "84"),
+    ("What is 12 * 7?", "arithmetic", "calculator", {"expression": "12 * 7"}, "84", "84"),
 ]
+
+
+def _thought(asks: str, tool: str) -> str:
+    return f"The question asks for {asks}: {tool} gives it."
 
 
 def function_calling() -> list[dict[str, Any]]:
     turns: list[dict[str, Any]] = []
-    for i, (question, tool, args, result, answer) in enumerate(_EXAMPLES):
+    for i, (question, _asks, tool, args, result, answer) in enumerate(_EXAMPLES):
         call_id = f"example_{i}"
         turns += [{"role": "user", "content": question},
                   {"role": "assistant", "content": None, "tool_calls": [
@@ -39,8 +46,8 @@ def function_calling() -> list[dict[str, Any]]:
 
 def json_mode() -> list[dict[str, Any]]:
     turns: list[dict[str, Any]] = []
-    for question, tool, args, result, answer in _EXAMPLES:
-        call = {"thought": f"I need {tool} for this.", "action": tool, "action_input": args}
+    for question, asks, tool, args, result, answer in _EXAMPLES:
+        call = {"thought": _thought(asks, tool), "action": tool, "action_input": args}
         done = {"thought": "I have the answer.", "action": "final_answer", "action_input": answer}
         turns += [{"role": "user", "content": f"Question: {question}"},
                   {"role": "assistant", "content": json.dumps(call, ensure_ascii=False)},
@@ -51,9 +58,9 @@ def json_mode() -> list[dict[str, Any]]:
 
 def text_mode() -> list[dict[str, Any]]:
     turns: list[dict[str, Any]] = []
-    for question, tool, args, result, answer in _EXAMPLES:
+    for question, asks, tool, args, result, answer in _EXAMPLES:
         turns += [{"role": "user", "content": f"Question: {question}"},
-                  {"role": "assistant", "content": f"Thought: I need {tool} for this.\n"
+                  {"role": "assistant", "content": f"Thought: {_thought(asks, tool)}\n"
                                                    f"Action: {tool}\n"
                                                    f"Action Input: {json.dumps(args)}"},
                   {"role": "user", "content": f"Observation: {result}"},

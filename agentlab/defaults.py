@@ -89,7 +89,9 @@ def load_defaults() -> list[str]:
         defaults={
             "base_url": "",
             "model": "",  # blank = whatever the embedded server serves
-            "temperature": 0.2,
+            # Greedy: the same question mostly makes the same run, so a replay, a fork and an
+            # experiment compare like with like (LATS samples candidates at its own).
+            "temperature": 0.0,
             "max_tokens": 512,
             "timeout_s": 120,
             "retries": 1,

@@ -47,6 +47,8 @@ def test_the_library_has_every_family_and_marks_the_writers():
 @pytest.mark.parametrize(("expression", "expected"), [
     ("2**10 + sqrt(16)", "1028"), ("(3 + 4) * 2.5", "17.5"), ("max(3, 9) - 10 // 3", "6"),
     ("round(pi, 3)", "3.142"), ("2^3", "8"),
+    # A percentage of a quantity, as the question is written; "%" between numbers is modulo.
+    ("15% of 2480", "372"), ("12.5 % OF (40 + 40)", "10"), ("17 % 5", "2"),
 ])
 def test_calculator(ex, expression, expected):
     assert call(ex, "calculator", {"expression": expression}).output == expected

@@ -74,3 +74,22 @@ def test_the_reply_is_read_back_as_calls_or_an_answer() -> None:
         "role": "assistant", "content": "It is 15 °C."}
     cut = '<tool_call>[{"name": "get_weather", "argu'  # cut off by max_tokens: shown as it was
     assert chatml.read_reply(cut, ["get_weather"]) == {"role": "assistant", "content": cut}
+
+
+def test_a_text_react_grammar_takes_each_label_and_leaves_out_the_answer_when_it_must_act():
+    # Markers in another language are alternatives to the English ones (what the parser reads).
+    labels = {"thought": ["Thought", "Gedanke"], "action": ["Action"],
+              "action_input": ["Action Input"], "final_answer": ["Final Answer", "Antwort"]}
+    free = chatml.react_text_root(labels, [("calculator", "args0")], final=True)
+    assert 'thought-label ::= "Thought: " | "Gedanke: "' in free
+    assert 'answer-label ::= "Final Answer: " | "Antwort: "' in free
+    assert "root ::= thought-label line \"\\n\" (act | final)" in free
+    acting = chatml.react_text_root(labels, [("calculator", "args0"), ("get_weather", "args1")],
+                                    final=False)
+    assert "final" not in acting and "answer-label" not in acting
+    assert 'act ::= action-label ("calculator" "\\n" input-label args0 | "get_weather" "\\n" ' \
+           'input-label args1)' in acting
+
+
+def test_a_label_with_quotes_is_a_valid_grammar_literal():
+    assert chatml.gbnf_literal('say "hi"\\\n') == '"say \\"hi\\"\\\\\\n"'

@@ -6,6 +6,8 @@ clever."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 
 import pytest
 
@@ -197,3 +199,26 @@ async def test_an_overlong_chat_message_is_refused_and_the_next_one_answered(
     assert answered.status == "succeeded" and answered.final_answer.strip(), answered.error
     sent = await Step.objects.filter(run=answered, kind="llm").afirst()
     assert sent.input["messages"][-1]["content"] == "Hello! What is the capital of France?"
+
+
+async def test_a_text_react_turn_that_must_act_is_an_action_with_valid_arguments(
+        embedded_profile):
+    # Asked a sum it "knows", SmolLM2 writes "Final Answer: …" at once; the grammar of a turn
+    # that must act leaves it a thought, one of the tools and that tool's arguments as JSON.
+    calculator = {"name": "calculator", "parameters": {
+        "type": "object", "properties": {"expression": {"type": "string", "minLength": 1}},
+        "required": ["expression"]}}
+    fmt = {"type": "react_text", "final": False, "labels": {},
+           "tools": [calculator, {"name": "get_weather",
+                                  "parameters": WEATHER_TOOL["function"]["parameters"]}]}
+    messages = [{"role": "system", "content": "Answer with Thought, then Action and Action "
+                                              "Input, or Final Answer."},
+                {"role": "user", "content": "Question: What is 2 + 2?"}]
+    result = await OpenAIChatModel(embedded_profile).chat(messages, response_format=fmt,
+                                                          max_tokens=96)
+    match = re.fullmatch(r"Thought: [^\n]+\nAction: (calculator|get_weather)\n"
+                         r"Action Input: (\{.*\})\s*", result.text)
+    assert match, result.text
+    arguments = json.loads(match[2])
+    assert set(arguments) == {"expression" if match[1] == "calculator" else "city"}
+    assert all(isinstance(v, str) and v for v in arguments.values())

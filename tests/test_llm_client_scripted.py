@@ -550,3 +550,24 @@ async def test_a_reply_of_the_wrong_shape_is_a_bad_response_not_a_crash(body):
             await OpenAIChatModel(profile).chat(HELLO)
     finally:
         server.close()
+
+
+async def test_text_react_gets_a_grammar_only_where_the_embedded_model_answers(
+        fake_llm, fake_profile):
+    # The embedded model (model "") is sent text ReAct's shape as a llama.cpp grammar; any other
+    # server gets the turn without our own format, which it would refuse.
+    fmt = {"type": "react_text", "final": False,
+           "labels": {"thought": ["Thought"], "action": ["Action"],
+                      "action_input": ["Action Input"], "final_answer": ["Final Answer"]},
+           "tools": [{"name": "get_weather",
+                      "parameters": WEATHER_TOOL["function"]["parameters"]}]}
+    fake_llm.script(Reply(text="x"), Reply(text="y"))
+    await OpenAIChatModel(dataclasses.replace(fake_profile, model="")).chat(
+        HELLO, response_format=fmt)
+    await OpenAIChatModel(fake_profile).chat(HELLO, response_format=fmt)
+    embedded, other = fake_llm.requests
+    assert "response_format" not in embedded and "response_format" not in other
+    assert "grammar" not in other
+    assert embedded["grammar"].startswith('root ::= thought-label line "\\n" (act)\n')
+    assert 'act ::= action-label ("get_weather" "\\n" input-label args0)' in embedded["grammar"]
+    assert "Final Answer" not in embedded["grammar"]  # a turn that must act

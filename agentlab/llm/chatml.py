@@ -130,6 +130,40 @@ def call_grammar(call_gbnf: str, *, forced: bool) -> str:
     return f"root ::= {root}{text}{space}\n{rules}"
 
 
+REACT_TEXT = "react_text"  # our response_format type: text ReAct's shape, as a grammar
+REACT_TEXT_LABELS = {"thought": ["Thought"], "action": ["Action"],
+                     "action_input": ["Action Input"], "final_answer": ["Final Answer"]}
+
+
+def gbnf_literal(text: str) -> str:
+    """`text` as a GBNF string literal (UTF-8 kept as it is)."""
+    escaped = (text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+               .replace("\r", "\\r"))
+    return f'"{escaped}"'
+
+
+def react_text_root(labels: dict[str, list[str]], tools: list[tuple[str, str]], *,
+                    final: bool) -> str:
+    """The GBNF rules of one text ReAct turn: a thought on one line, then either an action (one
+    of `tools`: (name, the rule of its arguments as JSON)) or, when `final`, a final answer on
+    one line. A turn that must act has no final branch: the model cannot answer from memory
+    first, as SmolLM2 does when it may."""
+    def label(key: str) -> str:
+        names = [n.strip() for n in labels.get(key) or REACT_TEXT_LABELS[key] if n.strip()]
+        return " | ".join(gbnf_literal(f"{n}: ") for n in names or REACT_TEXT_LABELS[key])
+
+    calls = " | ".join(f'{gbnf_literal(name)} "\\n" input-label {rule}' for name, rule in tools)
+    rules = [f"root ::= thought-label line \"\\n\" ({'act | final' if final else 'act'})",
+             f"thought-label ::= {label('thought')}",
+             f"act ::= action-label ({calls})",
+             f"action-label ::= {label('action')}",
+             f"input-label ::= {label('action_input')}",
+             "line ::= [^\\n\\x00]+"]
+    if final:
+        rules += ["final ::= answer-label line", f"answer-label ::= {label('final_answer')}"]
+    return "\n".join(rules)
+
+
 def read_reply(text: str, tool_names: list[str]) -> dict[str, Any]:
     """A tool turn's output as an OpenAI assistant message: `<tool_call>[…]</tool_call>` of
     known tools become tool_calls; anything else (plain text, or a call cut off by max_tokens)

@@ -16,7 +16,8 @@ from typing import Any
 
 import openai
 
-from agentlab.llm import transport
+from agentlab.llm import grammars, transport
+from agentlab.llm.chatml import REACT_TEXT
 from agentlab.llm.errors import (
     AuthenticationFailed,
     ContextTooLong,
@@ -140,6 +141,12 @@ class OpenAIChatModel:
         for key in ("response_format", "stop"):
             if request[key]:
                 kwargs[key] = request[key]
+        if (fmt := kwargs.get("response_format") or {}).get("type") == REACT_TEXT:
+            # Text ReAct's shape: a grammar for the embedded model; other servers get the turn
+            # as it is, and the parser reads what they write.
+            del kwargs["response_format"]
+            if model == DEFAULT_MODEL and (gbnf := grammars.react_text_gbnf(fmt)):
+                kwargs["grammar"] = gbnf
         temperature = request["temperature"] if request["temperature"] is not None \
             else p.temperature
         # The call's own length (per call kind) within the profile's, which caps every call.
@@ -150,8 +157,9 @@ class OpenAIChatModel:
             kwargs["max_tokens"] = max_tokens
         # The embedded server's dialect is known before the first call (no failed attempt); any
         # other server's is learnt from its first 422.
-        if p.name in self._schema_as_json_object or model == DEFAULT_MODEL:
-            kwargs["response_format"] = _as_json_object(kwargs.get("response_format"))
+        if "response_format" in kwargs and (p.name in self._schema_as_json_object
+                                            or model == DEFAULT_MODEL):
+            kwargs["response_format"] = _as_json_object(kwargs["response_format"])
         return kwargs
 
     async def _answer(self, p: ProfileConfig, kwargs: dict[str, Any],

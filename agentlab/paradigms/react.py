@@ -6,8 +6,10 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from agentlab.llm.chatml import REACT_TEXT
 from agentlab.paradigms.parsing import (
     MARKERS_SCHEMA,
+    REACT_LABELS,
     ParseError,
     ReactFinal,
     coerce_input,
@@ -158,7 +160,9 @@ class ReAct(Paradigm):
 
     async def _turn_text(self, messages: list[dict[str, Any]]) -> str | None:
         stop = stop_words(self.markers, "observation", "Observation")
-        result = await self.ctx.llm("agent", messages, stop=stop, max_tokens=MAX_TOKENS)
+        result = await self.ctx.llm("agent", messages, stop=stop, max_tokens=MAX_TOKENS,
+                                    response_format=text_format(self.ctx.executor, self.markers,
+                                                                final=not self._must_act()))
         messages.append({"role": "assistant", "content": result.text or ""})
         try:
             decision = parse_react(result.text or "", markers=self.markers)
@@ -263,6 +267,24 @@ def step_format(executor: Any, *, final: bool = True) -> dict[str, Any]:
     # Not strict: a tool's own schema need not meet OpenAI's strict-mode rules.
     return {"type": "json_schema", "json_schema": {"name": "react_step", "strict": False,
                                                    "schema": schema}}
+
+
+def text_format(executor: Any, markers: dict[str, Any], *, final: bool = True
+                ) -> dict[str, Any] | None:
+    """Text ReAct's shape as our own response format (chatml.REACT_TEXT), for the embedded
+    model's server, which turns it into a grammar: "Thought: …" then "Action: <one of the
+    agent's tools>" and "Action Input: <its arguments as JSON>", or (unless `final` is False:
+    a turn that must act) "Final Answer: …". Other servers are sent the turn without it (the
+    client drops it) and the parser reads what they write."""
+    tools = executor.openai_tools()
+    if not tools:
+        return None
+    labels = {key: list(dict.fromkeys([default, *(markers.get(key) or [])]))
+              for key, default in REACT_LABELS.items() if key != "observation"}
+    return {"type": REACT_TEXT, "labels": labels, "final": final,
+            "tools": [{"name": t["function"]["name"],
+                       "parameters": closed(t["function"].get("parameters") or {})}
+                      for t in tools]}
 
 
 def _with_suggestion(observation: str, reflection: Reflection) -> str:
