@@ -58,12 +58,33 @@ async def test_a_repeated_call_is_answered_from_its_earlier_result_with_a_note()
     assert first.ok and ctx.findings == [first.observation]  # the note is not a new finding
 
 
-async def test_an_earlier_result_is_reused_only_for_a_call_that_succeeded_and_is_free() -> None:
+async def test_a_repeated_call_that_failed_for_good_gets_its_error_again_with_a_note() -> None:
+    # Wrong arguments fail the same way every time: not run again; the model is told so.
     ctx, sink = make_context(ScriptedModel([]), [lookup], limits=Limits(max_repeats=5))
-    await ctx.tool("lookup", {"town": "Paris"})  # wrong arguments: failed, so asked again
-    await ctx.tool("lookup", {"town": "Paris"})
+    first = await ctx.tool("lookup", {"town": "Paris"})
+    again = await ctx.tool("lookup", {"town": "Paris"})
+    assert not first.ok and first.error_type == "validation"
+    note = (f"{first.observation}\n\nNote: you already called lookup with these arguments and "
+            "this was its error; the same call fails again. Change the arguments, or call "
+            "another tool.")
+    assert dataclasses.asdict(again) == {**dataclasses.asdict(first), "observation": note,
+                                         "duration_ms": 0.0}
+    tool_steps = sink.of_kind("tool")
+    assert ctx.totals.tool_calls == 1 and ctx.findings == []
+    assert fields(tool_steps[1], "status", "text", "meta") == {
+        "status": "error", "text": note, "meta": {"repeat_of": tool_steps[0].seq}}
+
+
+async def test_a_call_that_timed_out_runs_again() -> None:
+    ctx, sink = make_context(ScriptedModel([]), [nap],
+                             limits=Limits(max_repeats=5, tool_timeout_s=0.05))
+    for _ in range(2):
+        assert (await ctx.tool("nap", {"seconds": 1})).error_type == "timeout"
     assert [s.meta.get("repeat_of") for s in sink.of_kind("tool")] == [None, None]
     assert ctx.totals.tool_calls == 2
+
+
+async def test_an_earlier_result_is_reused_only_for_a_call_that_is_free() -> None:
 
     async def yes(step: Step) -> Approval:
         return Approval(True)

@@ -5,6 +5,7 @@ that records it; calls the runtime does not run (a loop, a denial) still get a t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -15,6 +16,11 @@ from agentlab.runtime.limits import Limits, LoopDetected, Totals, deadline_lifte
 from agentlab.runtime.sinks import StepSink, durable
 from agentlab.tools.executor import ToolResult
 from traces.schema import Step, normalise_args
+
+# Failures that the same call meets again (its arguments, the tool's own refusal, a tool that is
+# unknown, off or not allowed): a repeat is answered from the record, not run. A timeout may
+# pass, so a timed-out call runs again.
+SAME_AGAIN = frozenset({"validation", "exception", "unknown_tool", "disabled", "permission"})
 
 if TYPE_CHECKING:
     from agentlab.runtime.guard import RunGuard
@@ -114,6 +120,7 @@ class ToolCalls:
             result, decisions = self.guard.tool_result(result)
         if result.ok:
             self.findings.append(result.observation)
+        if result.ok or result.error_type in SAME_AGAIN:
             self._answered[key] = (step.seq, result)
         if result.truncated:
             step.meta["truncated"] = True  # the full value stays in output
@@ -125,16 +132,23 @@ class ToolCalls:
 
     async def _repeated(self, name: str, args: Any, seq: int, earlier: ToolResult, *,
                         parent: int | None, role: str) -> ToolResult:
-        """The same call as an earlier one that succeeded: answered from that observation, with
-        a note, instead of being run again (small models repeat a call whose result they have;
-        the loop detector still counts it)."""
+        """The same call as an earlier one that succeeded or failed for good (SAME_AGAIN):
+        answered from that observation, with a note, instead of being run again (small models
+        repeat a call whose result they have, and one whose error they did not read; the loop
+        detector still counts it)."""
+        if earlier.ok:
+            note = ("this was its result; it will not change. Use it to answer, or call another "
+                    "tool.")
+        else:
+            note = ("this was its error; the same call fails again. Change the arguments, or "
+                    "call another tool.")
         observation = (f"{earlier.observation}\n\nNote: you already called {name} with these "
-                       "arguments and this was its result; it will not change. Use it to "
-                       "answer, or call another tool.")
-        result = ToolResult(tool=name, arguments=args, ok=True, output=earlier.output,
-                            observation=observation, truncated=earlier.truncated)
+                       f"arguments and {note}")
+        result = dataclasses.replace(earlier, arguments=args, observation=observation,
+                                     duration_ms=0.0)
         await self.emit(Step(kind="tool", role=role, name=name, parent=parent, input=args,
-                             output=result.to_dict(), text=observation, status="ok",
+                             output=result.to_dict(), text=observation,
+                             status="ok" if earlier.ok else "error",
                              duration_ms=0.0, meta={"repeat_of": seq}))
         return result
 
