@@ -9,13 +9,12 @@ from typing import Any
 FUNCTION_CALLING = ("Answer the user's question with the tools: call the tool that has the "
                     "facts, then answer from its result in a few words.")
 
-# (question, tool, arguments, result, answer). Answers are a few words, the number asked for
-# last: a 135M model that imitates a long answer lists every number of the result. A result's
-# keys do not start like the arguments ({"city": …): the model went on writing a result's keys
-# into its next Action Input.
 # (question, what it asks for, tool, arguments, result, answer). The thought restates what the
 # question asks before it names the tool: a 135M model otherwise names the tool of the last
-# example ("I need calculator for this." to a weather question).
+# example ("I need calculator for this." to a weather question). Answers are a few words, the
+# number asked for last: a model that imitates a long answer lists every number of the result.
+# A result's keys do not start like the arguments ({"city": …): the model went on writing a
+# result's keys into its next Action Input. Measured alternatives: docs/PARADIGMS.md.
 _EXAMPLES = [
     ("What is the weather in Rome?", "the weather in Rome", "get_weather", {"city": "Rome"},
      '{"temperature_c": 18, "condition": "sunny", "humidity_pct": 60, "city": "Rome"}',
