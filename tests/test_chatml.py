@@ -83,7 +83,9 @@ def test_a_text_react_grammar_takes_each_label_and_leaves_out_the_answer_when_it
     free = chatml.react_text_root(labels, [("calculator", "args0")], final=True)
     assert 'thought-label ::= "Thought: " | "Gedanke: "' in free
     assert 'answer-label ::= "Final Answer: " | "Antwort: "' in free
-    assert "root ::= thought-label line \"\\n\" (act | final)" in free
+    assert "root ::= thought-label thought \"\\n\" (act | final)" in free
+    # A thought is one bounded line: one that went on reasoning never reached its action.
+    assert f"thought ::= [^\\n\\x00]{{1,{chatml.THOUGHT_CHARS}}}" in free
     acting = chatml.react_text_root(labels, [("calculator", "args0"), ("get_weather", "args1")],
                                     final=False)
     assert "final" not in acting and "answer-label" not in acting

@@ -568,6 +568,6 @@ async def test_text_react_gets_a_grammar_only_where_the_embedded_model_answers(
     embedded, other = fake_llm.requests
     assert "response_format" not in embedded and "response_format" not in other
     assert "grammar" not in other
-    assert embedded["grammar"].startswith('root ::= thought-label line "\\n" (act)\n')
+    assert embedded["grammar"].startswith('root ::= thought-label thought "\\n" (act)\n')
     assert 'act ::= action-label ("get_weather" "\\n" input-label args0)' in embedded["grammar"]
     assert "Final Answer" not in embedded["grammar"]  # a turn that must act

@@ -307,6 +307,32 @@ async def test_a_text_answer_before_any_tool_is_sent_back_when_the_first_turn_mu
         "error", "tool", "final"]
 
 
+async def test_each_text_turn_asks_for_its_shape_and_only_a_later_turn_may_answer() -> None:
+    # The shape the embedded model's grammar is built from (agentlab/llm/grammars.py): the
+    # labels with the agent's markers as alternatives, its tools held to their parameters.
+    model = ScriptedModel([act("text", "population", {"city": "Paris"}),
+                           final("text", "2.1 million")])
+    params = validate_params("react", {"mode": "text", "first_tool_choice": "required",
+                                       "markers": {"thought": ["Gedanke"]}})
+    ctx, _ = make_context(model, TOOLS, params=params)
+    assert (await execute(ReAct(), ctx, "How many people live in Paris?")).answer == "2.1 million"
+    first, second = (r["response_format"] for r in model.requests)
+    assert first["type"] == "react_text" and (first["final"], second["final"]) == (False, True)
+    assert first["labels"]["thought"] == ["Thought", "Gedanke"]
+    assert first["labels"]["final_answer"] == ["Final Answer"]
+    population = first["tools"][0]
+    assert population["name"] == "population"
+    assert population["parameters"]["additionalProperties"] is False
+
+
+async def test_a_json_thought_is_bounded() -> None:
+    _, _, model = await run_required("json", [act("json", "population", {"city": "Paris"}),
+                                              final("json", "2.1 million")])
+    thought = model.requests[0]["response_format"]["json_schema"]["schema"]["properties"][
+        "thought"]
+    assert thought == {"type": "string", "maxLength": 200}
+
+
 async def test_an_answer_after_the_first_turn_is_taken_as_it_is() -> None:
     # Only the first turn must act: an answer the model insists on is its answer (the trace
     # shows the format error before it).

@@ -131,6 +131,7 @@ def call_grammar(call_gbnf: str, *, forced: bool) -> str:
 
 
 REACT_TEXT = "react_text"  # our response_format type: text ReAct's shape, as a grammar
+THOUGHT_CHARS = 200  # the longest thought ReAct's JSON schema and text grammar let through
 REACT_TEXT_LABELS = {"thought": ["Thought"], "action": ["Action"],
                      "action_input": ["Action Input"], "final_answer": ["Final Answer"]}
 
@@ -153,12 +154,15 @@ def react_text_root(labels: dict[str, list[str]], tools: list[tuple[str, str]], 
         return " | ".join(gbnf_literal(f"{n}: ") for n in names or REACT_TEXT_LABELS[key])
 
     calls = " | ".join(f'{gbnf_literal(name)} "\\n" input-label {rule}' for name, rule in tools)
-    rules = [f"root ::= thought-label line \"\\n\" ({'act | final' if final else 'act'})",
+    rules = [f"root ::= thought-label thought \"\\n\" ({'act | final' if final else 'act'})",
              f"thought-label ::= {label('thought')}",
              f"act ::= action-label ({calls})",
              f"action-label ::= {label('action')}",
              f"input-label ::= {label('action_input')}",
-             "line ::= [^\\n\\x00]+"]
+             "line ::= [^\\n\\x00]+",
+             # A bounded thought: one that went on reasoning ran out of max_tokens before
+             # its action.
+             f"thought ::= [^\\n\\x00]{{1,{THOUGHT_CHARS}}}"]
     if final:
         rules += ["final ::= answer-label line", f"answer-label ::= {label('final_answer')}"]
     return "\n".join(rules)

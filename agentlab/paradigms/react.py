@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentlab.llm.chatml import REACT_TEXT
+from agentlab.llm.chatml import REACT_TEXT, THOUGHT_CHARS
 from agentlab.paradigms.parsing import (
     MARKERS_SCHEMA,
     REACT_LABELS,
@@ -255,7 +255,9 @@ def step_format(executor: Any, *, final: bool = True) -> dict[str, Any]:
     schema = {
         "type": "object",
         "properties": {
-            "thought": {"type": "string"},
+            # Bounded: a small model that reasons in the thought ("125 + 375 = 725, then …")
+            # runs out of max_tokens before it writes the action.
+            "thought": {"type": "string", "maxLength": THOUGHT_CHARS},
             "action": {"enum": [t["function"]["name"] for t in tools]
                        + (["final_answer"] if final else [])},
             # An answer is never empty (a small model closes the quotes at once otherwise).
