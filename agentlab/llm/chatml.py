@@ -150,8 +150,8 @@ def react_text_root(labels: dict[str, list[str]], tools: list[tuple[str, str]], 
     one line. A turn that must act has no final branch: the model cannot answer from memory
     first, as SmolLM2 does when it may."""
     def label(key: str) -> str:
-        names = [n.strip() for n in labels.get(key) or REACT_TEXT_LABELS[key] if n.strip()]
-        return " | ".join(gbnf_literal(f"{n}: ") for n in names or REACT_TEXT_LABELS[key])
+        names = [n.strip() for n in labels.get(key) or [] if n.strip()] or REACT_TEXT_LABELS[key]
+        return " | ".join(gbnf_literal(f"{n}: ") for n in names)
 
     calls = " | ".join(f'{gbnf_literal(name)} "\\n" input-label {rule}' for name, rule in tools)
     rules = [f"root ::= thought-label thought \"\\n\" ({'act | final' if final else 'act'})",

@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentlab.llm.chatml import REACT_TEXT, THOUGHT_CHARS
+from agentlab.llm.chatml import REACT_TEXT, THOUGHT_CHARS, closed
 from agentlab.paradigms.parsing import (
     MARKERS_SCHEMA,
     REACT_LABELS,
@@ -234,14 +234,6 @@ class ReAct(Paradigm):
         return f"Error: repeated call not run. {nudge}"
 
 
-def closed(params: dict[str, Any]) -> dict[str, Any]:
-    """No argument beyond the tool's own unless its schema allows more (a small model copies
-    the last observation's keys into its next input)."""
-    if params.get("type") == "object" and "properties" in params:
-        return {"additionalProperties": False, **params}
-    return params
-
-
 def step_format(executor: Any, *, final: bool = True) -> dict[str, Any]:
     """REACT_STEP_FORMAT narrowed to this agent: the action is one of its tools or (unless
     `final` is False: a turn that must act) final_answer, the input one of its tools'
@@ -285,7 +277,7 @@ def text_format(executor: Any, markers: dict[str, Any], *, final: bool = True
               for key, default in REACT_LABELS.items() if key != "observation"}
     return {"type": REACT_TEXT, "labels": labels, "final": final,
             "tools": [{"name": t["function"]["name"],
-                       "parameters": closed(t["function"].get("parameters") or {})}
+                       "parameters": closed(t["function"].get("parameters"))}
                       for t in tools]}
 
 
