@@ -66,3 +66,49 @@ def text_mode() -> list[dict[str, Any]]:
                   {"role": "assistant", "content": "Thought: I now know the final answer\n"
                                                    f"Final Answer: {answer}"}]
     return turns
+
+
+# Plan-and-Execute's planner: a task, then its plan as the JSON its schema asks for. Each step is
+# a question of the kind the executor's ReAct examples answer (a step in the imperative, "Get
+# the weather in Oslo with get_weather.", made the 135M executor call the tool again and again
+# instead of answering). The last example is the one a small model imitates most.
+_PLANS = [
+    ("Which is colder right now, Oslo or Rome?",
+     ["What is the weather in Oslo?", "What is the weather in Rome?",
+      "Which of the two temperatures is lower?"]),
+    ("What is 12 * 7?", ["What is 12 * 7?"]),
+    ("What is the AQI in Oslo?", ["What is the AQI in Oslo?"]),
+    ("What is the weather in Rome?", ["What is the weather in Rome?"]),
+]
+
+
+def planner() -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = []
+    for task, steps in _PLANS:
+        turns += [{"role": "user", "content": task},
+                  {"role": "assistant", "content": json.dumps({"steps": steps})}]
+    return turns
+
+
+# ReWOO's planner: a task, then its plan in ReWOO's own format (the grammar of the embedded
+# model holds it to "Plan: …" and "#E<n> = <tool>[<input>]"). One plan for each kind of task.
+# (Plan lines in the ReAct thoughts' style, "The question asks for arithmetic: calculator gives
+# it.", measured worse: 42 % against 53 %, docs/PARADIGMS.md.)
+_REWOO_PLANS = [
+    ("Which is colder right now, Oslo or Rome?",
+     [("Look up the weather in Oslo.", "get_weather[Oslo]"),
+      ("Look up the weather in Rome.", "get_weather[Rome]"),
+      ("Compare the two temperatures.", "LLM[Which is colder, Oslo: #E1 or Rome: #E2?]")]),
+    ("What is 12 * 7?", [("Work out 12 * 7.", "calculator[12 * 7]")]),
+    ("What is the AQI in Oslo?", [("Look up the air quality in Oslo.", "get_air_quality[Oslo]")]),
+    ("What is the weather in Rome?", [("Look up the weather in Rome.", "get_weather[Rome]")]),
+]
+
+
+def rewoo_planner() -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = []
+    for task, steps in _REWOO_PLANS:
+        plan = "".join(f"Plan: {why}\n#E{n} = {call}\n" for n, (why, call) in enumerate(steps, 1))
+        turns += [{"role": "user", "content": f"Task: {task}"},
+                  {"role": "assistant", "content": plan}]
+    return turns

@@ -64,11 +64,15 @@ DEFAULT_AGENTS = [
                   "first_tool_choice": "required", "few_shot": default_prompts.json_mode()},
                  "ReAct whose every observation is reviewed by the rule-based reflector, which "
                  "re-plans.", REACT_DEMO, QUICK, LOOKUPS),
-    DefaultAgent("Plan-and-Execute", "plan_execute", limits={"total_timeout_s": 90},
-                 tools=LOOKUPS),
+    DefaultAgent("Plan-and-Execute", "plan_execute",
+                 {"few_shot": default_prompts.planner(), "replan": False,
+                  "executor_mode": "function_calling", "executor_first_tool_choice": "required",
+                  "executor_few_shot": default_prompts.function_calling()},
+                 limits={"total_timeout_s": 90}, tools=LOOKUPS),
     DefaultAgent("Reflexion", "reflexion", limits={"total_timeout_s": 90},
                  tools=["calculator"]),
-    DefaultAgent("ReWOO", "rewoo", limits=QUICK, tools=LOOKUPS),
+    DefaultAgent("ReWOO", "rewoo", {"few_shot": default_prompts.rewoo_planner()}, limits=QUICK,
+                 tools=LOOKUPS),
     DefaultAgent("Self-Ask", "self_ask", limits=QUICK, tools=["search"]),
     # A tree search makes many calls: ~29 LLM calls and ~55 steps for 4 iterations of 3.
     DefaultAgent("LATS", "lats", limits={"max_llm_calls": 40, "max_steps": 80,

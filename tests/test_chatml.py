@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from agentlab.llm import chatml
+from agentlab.llm import chatml, grammars
 
 HOSTILE = """He said "hi" & it's <b>bold</b>"""
 WEATHER = {"type": "function", "function": {
@@ -95,3 +95,17 @@ def test_a_text_react_grammar_takes_each_label_and_leaves_out_the_answer_when_it
 
 def test_a_label_with_quotes_is_a_valid_grammar_literal():
     assert chatml.gbnf_literal('say "hi"\\\n') == '"say \\"hi\\"\\\\\\n"'
+
+
+def test_a_rewoo_plan_grammar_numbers_its_steps_and_offers_only_the_agents_tools():
+    gbnf = grammars.rewoo_plan_gbnf({"type": "rewoo_plan", "tools": ["get_weather", "LLM"],
+                                     "max_steps": 3})
+    assert gbnf.startswith("root ::= step1\n")
+    assert 'tool ::= "get_weather" | "LLM"' in gbnf
+    # Each step: one plan line (no "#": SmolLM2 wrote the call there too), then its variable
+    # in order; the last allowed step ends the plan.
+    assert 'step1 ::= "Plan: " line "\\n#E1 = " tool "[" input "]\\n" step2?' in gbnf
+    assert 'step3 ::= "Plan: " line "\\n#E3 = " tool "[" input "]\\n"\n' in gbnf + "\n"
+    assert "step4" not in gbnf
+    assert "line ::= [^#\\n\\x00]{1,200}" in gbnf
+    assert grammars.rewoo_plan_gbnf({"type": "rewoo_plan", "tools": [], "max_steps": 3}) is None

@@ -256,6 +256,16 @@ def test_every_weather_calculator_and_database_answer_matches_the_demo_data(own_
     assert checked == 30
 
 
+def test_a_yes_no_case_refuses_the_answer_that_says_no():
+    (case,) = [c for c in demo_cases() if "air quality in Sydney good" in c["question"]]
+    passed = {answer: score_answer(case["scorer"], answer, case["expected"]).passed
+              for answer in ("Yes", "Yes, the air quality in Sydney is good.",
+                             "The air quality in Sydney is not good.", "No")}
+    # "not good" once passed `\b(yes|good)\b` (a Plan-and-Execute answer, experiment 29).
+    assert passed == {"Yes": True, "Yes, the air quality in Sydney is good.": True,
+                      "The air quality in Sydney is not good.": False, "No": False}
+
+
 def test_every_knowledge_answer_is_the_knowledge_bases():
     from agentlab.tools.builtin.knowledge import DATA as KB
 

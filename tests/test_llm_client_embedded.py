@@ -222,3 +222,27 @@ async def test_a_text_react_turn_that_must_act_is_an_action_with_valid_arguments
     arguments = json.loads(match[2])
     assert set(arguments) == {"expression" if match[1] == "calculator" else "city"}
     assert all(isinstance(v, str) and v for v in arguments.values())
+
+
+async def test_a_rewoo_plan_under_its_grammar_reads_as_a_plan_of_the_agents_tools(
+        embedded_profile):
+    # Without the grammar SmolLM2 wrote calls to tools that do not exist ("get_temperature")
+    # and the call inside the plan line; under it every step is one of the tools, numbered.
+    from agentlab.paradigms.parsing import parse_rewoo_plan
+    from agentlab.paradigms.prompt_files import fill, load_prompt
+
+    tools = ["get_weather", "calculator", "LLM"]
+    system = fill(load_prompt("rewoo_planner.txt"), format="",
+                  tools="get_weather(city: string)\ncalculator(expression: string)")
+    # No examples: the prompt's own (Oslo or Rome) is what the model has to go on.
+    messages = [{"role": "system", "content": system},
+                {"role": "user", "content": "Task: What is the temperature in Paris right now, "
+                                            "in °C?"}]
+    result = await OpenAIChatModel(embedded_profile).chat(
+        messages, response_format={"type": "rewoo_plan", "tools": tools, "max_steps": 3},
+        max_tokens=160)
+    steps = parse_rewoo_plan(result.text)
+    assert 1 <= len(steps) <= 3, result.text
+    assert [s.var for s in steps] == [f"#E{n}" for n in range(1, len(steps) + 1)]
+    assert all(s.tool in tools and s.tool_input for s in steps), result.text
+    assert all(line.startswith(("Plan: ", "#E")) for line in result.text.strip().splitlines())

@@ -552,15 +552,26 @@ async def test_a_reply_of_the_wrong_shape_is_a_bad_response_not_a_crash(body):
         server.close()
 
 
-async def test_text_react_gets_a_grammar_only_where_the_embedded_model_answers(
-        fake_llm, fake_profile):
-    # The embedded model (model "") is sent text ReAct's shape as a llama.cpp grammar; any other
-    # server gets the turn without our own format, which it would refuse.
-    fmt = {"type": "react_text", "final": False,
-           "labels": {"thought": ["Thought"], "action": ["Action"],
-                      "action_input": ["Action Input"], "final_answer": ["Final Answer"]},
-           "tools": [{"name": "get_weather",
-                      "parameters": WEATHER_TOOL["function"]["parameters"]}]}
+TEXT_REACT = {"type": "react_text", "final": False,
+              "labels": {"thought": ["Thought"], "action": ["Action"],
+                         "action_input": ["Action Input"], "final_answer": ["Final Answer"]},
+              "tools": [{"name": "get_weather",
+                         "parameters": WEATHER_TOOL["function"]["parameters"]}]}
+
+
+@pytest.mark.parametrize(("fmt", "must_have", "must_not"), [
+    # Text ReAct: a turn that must act has no Final Answer branch.
+    (TEXT_REACT, ['root ::= thought-label thought "\\n" (act)\n',
+                  'act ::= action-label ("get_weather" "\\n" input-label args0)'],
+     "Final Answer"),
+    # A ReWOO plan: numbered steps, each one of the agent's tools or LLM.
+    ({"type": "rewoo_plan", "tools": ["get_weather", "LLM"], "max_steps": 2},
+     ["root ::= step1\n", 'tool ::= "get_weather" | "LLM"'], "step3"),
+])
+async def test_our_own_formats_become_a_grammar_only_where_the_embedded_model_answers(
+        fake_llm, fake_profile, fmt, must_have, must_not):
+    # The embedded model (model "") is sent the shape as a llama.cpp grammar; any other server
+    # gets the turn without our own format, which it would refuse.
     fake_llm.script(Reply(text="x"), Reply(text="y"))
     await OpenAIChatModel(dataclasses.replace(fake_profile, model="")).chat(
         HELLO, response_format=fmt)
@@ -568,6 +579,6 @@ async def test_text_react_gets_a_grammar_only_where_the_embedded_model_answers(
     embedded, other = fake_llm.requests
     assert "response_format" not in embedded and "response_format" not in other
     assert "grammar" not in other
-    assert embedded["grammar"].startswith('root ::= thought-label thought "\\n" (act)\n')
-    assert 'act ::= action-label ("get_weather" "\\n" input-label args0)' in embedded["grammar"]
-    assert "Final Answer" not in embedded["grammar"]  # a turn that must act
+    assert all(part in embedded["grammar"] for part in must_have), embedded["grammar"]
+    assert must_not not in embedded["grammar"]
+

@@ -84,8 +84,11 @@ async def test_without_replanning_costs_planner_plus_one_per_step_plus_solver() 
     executor_llms = [s for s in sink.of_kind("llm") if s.role == "executor"]
     assert [s.parent for s in executor_llms] == [s.seq for s in steps]
     assert model.requests[0]["response_format"]["json_schema"]["name"] == "plan"
-    third = user_text(model.requests[3])  # the executor of step 3 sees task, plan, results
-    assert TASK in third and "Subtract the temperatures" in third
+    # The first step's executor gets the step as its question; later ones the step first,
+    # then what the steps before found.
+    assert user_text(model.requests[1]).endswith("Question: Get the weather in Paris")
+    third = user_text(model.requests[3])
+    assert third.startswith("Question: Subtract the temperatures\n") and TASK in third
     assert "Get the weather in Oslo" in third and "Result: 4 C" in third
     assert "Result: 10" in user_text(model.requests[4])  # the solver sees every result
 
@@ -93,10 +96,11 @@ async def test_without_replanning_costs_planner_plus_one_per_step_plus_solver() 
 async def test_executor_uses_tools_and_its_own_model() -> None:
     executor = ScriptedModel([act("temperature", {"city": "Paris"}), final("14 C")],
                              profile_name="cheap")
-    outcome, sink, model = await run([plan("Get the weather in Paris"), "14 C in Paris."],
+    outcome, sink, model = await run([plan("Get the weather in Paris")],
                                      models={"executor": executor}, replan=False)
-    assert outcome.status == "succeeded" and outcome.answer == "14 C in Paris."
-    assert len(model.requests) == 2 and len(executor.requests) == 2
+    # A plan of one step that the executor answered needs no solver: its answer is the run's.
+    assert outcome.status == "succeeded" and outcome.answer == "14 C"
+    assert len(model.requests) == 1 and len(executor.requests) == 2
     (item,) = items(sink)
     (call,) = sink.of_kind("tool")
     assert call.role == "executor" and call.parent == item.seq and call.text == "14 C"
@@ -194,14 +198,62 @@ async def test_more_than_seven_steps_are_cut_to_seven() -> None:
     assert len(items(sink)) == 7
 
 
+async def test_planner_and_executor_get_their_examples() -> None:
+    plan_examples = [{"role": "user", "content": "What is 12 * 7?"},
+                     {"role": "assistant", "content": plan("What is 12 * 7?")}]
+    step_examples = [{"role": "user", "content": "Question: What is 2 + 2?"},
+                     {"role": "assistant", "content": final("4")}]
+    _, _, model = await run([plan(PLAN[0]), act("temperature", {"city": "Paris"}), final("14 C")],
+                            replan=False, few_shot=plan_examples, executor_few_shot=step_examples,
+                            executor_first_tool_choice="required")
+    planner, executor = model.requests[0]["messages"], model.requests[1]["messages"]
+    assert planner[1:] == [*plan_examples, {"role": "user", "content": TASK}]
+    assert executor[1:3] == step_examples and executor[3]["content"].endswith(PLAN[0])
+    # The executor's first turn must act: its schema leaves out final_answer.
+    actions = model.requests[1]["response_format"]["json_schema"]["schema"]["properties"]
+    assert "final_answer" not in actions["action"]["enum"]
+
+
+async def test_a_plan_cut_off_mid_json_is_a_format_error_not_a_step() -> None:
+    cut = '{"steps": ["What is the weather in Paris?", "Get the weather with get_weather.com.com'
+    outcome, sink, model = await run([cut, plan(PLAN[0]), final("14 C")], replan=False)
+    assert outcome.answer == "14 C" and outcome.totals.format_errors == 1
+    assert "could not be read (cut off or invalid)" in user_text(model.requests[1])
+    (the_plan,) = [s for s in sink.of_kind("plan") if s.role == "planner"]
+    assert the_plan.output == [PLAN[0]]
+    # What makes a cut-off plan rare: each step is bounded, so is their number.
+    steps = model.requests[0]["response_format"]["json_schema"]["schema"]["properties"]["steps"]
+    assert (steps["items"]["maxLength"], steps["maxItems"]) == (160, 7)
+
+
 async def test_a_step_that_runs_out_of_iterations_is_recorded_and_the_run_goes_on() -> None:
     outcome, sink, model = await run(
         [plan(*PLAN[:2]), act("temperature", {"city": "Paris"}), final("4 C"), "Oslo is 4 C."],
         replan=False, executor_max_iterations=1)
     assert outcome.status == "succeeded" and outcome.answer == "Oslo is 4 C."
     first, second = items(sink)
-    assert first.status == "error" and first.output.startswith("(not finished: reached max_it")
+    # The step stopped, but its lookup found something: that is the step's result.
+    assert first.status == "error"
+    assert first.output == ("14 C (the step stopped: reached max_iterations (1) without a "
+                            "final answer)")
     assert second.status == "ok"
+    assert "Result: 14 C (the step stopped: reached max_it" in user_text(model.requests[3])
+
+
+async def test_a_one_step_plan_whose_step_stopped_still_asks_the_solver() -> None:
+    outcome, sink, model = await run(
+        [plan(PLAN[0]), act("temperature", {"city": "Paris"}), "Paris: 14 C."],
+        replan=False, executor_max_iterations=1)
+    assert outcome.answer == "Paris: 14 C." and llm_roles(sink)[-1] == "solver"
+    assert "Result: 14 C (the step stopped" in user_text(model.requests[-1])
+
+
+async def test_a_step_that_stops_before_finding_anything_says_so() -> None:
+    outcome, sink, model = await run(
+        [plan(*PLAN[:2]), act("no_such_tool", {}), final("4 C"), "Oslo is 4 C."],
+        replan=False, executor_max_iterations=1)
+    first, _second = items(sink)
+    assert first.status == "error" and first.output.startswith("(not finished: reached max_it")
     assert "Result: (not finished" in user_text(model.requests[3])
 
 
@@ -224,5 +276,7 @@ def test_bad_params_are_rejected(params: dict) -> None:
 def test_defaults_and_demo_metadata() -> None:
     filled = validate_params("plan_execute", {})
     assert filled == {"structured_plan": True, "executor_mode": "json",
-                      "executor_max_iterations": 4, "replan": True, "max_revisions": 3}
+                      "executor_max_iterations": 4, "replan": True, "max_revisions": 3,
+                      "few_shot": [], "executor_first_tool_choice": "auto",
+                      "executor_few_shot": []}
     assert "Paris" in PlanExecute.demo_question and PlanExecute.description

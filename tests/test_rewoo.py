@@ -110,6 +110,21 @@ async def test_two_llm_calls_independent_steps_overlap_dependent_waits() -> None
     assert "weather(city: string)" in planner_system and "#E1 = <Tool>[<input>]" in planner_system
 
 
+async def test_the_planner_is_sent_its_examples_and_the_plan_shape() -> None:
+    examples = [{"role": "user", "content": "Task: What is the weather in Rome?"},
+                {"role": "assistant", "content": "Plan: Look it up.\n#E1 = weather[Rome]\n"}]
+    _, _, model, _ = await run(PARALLEL_PLAN, params={"few_shot": examples, "max_plan_steps": 3})
+    planner = model.requests[0]
+    # The examples come between the system prompt and the task, as chat turns.
+    assert planner["messages"][1:] == [*examples, {"role": "user", "content":
+                                                   "Task: Which is warmer, Paris or Tokyo?"}]
+    # The plan's shape: the agent's tools and LLM, at most max_plan_steps steps (the embedded
+    # model's client turns it into a grammar, tests/test_llm_client_scripted.py).
+    assert planner["response_format"] == {"type": "rewoo_plan", "max_steps": 3,
+                                          "tools": ["weather", "compare", "echo", "broken",
+                                                    "LLM"]}
+
+
 async def test_llm_step_is_the_only_extra_call() -> None:
     plan = ("Plan: a\n#E1 = weather[Paris]\nPlan: b\n#E2 = weather[Tokyo]\n"
             "Plan: c\n#E3 = LLM[Which is warmer: #E1 or #E2?]")

@@ -132,6 +132,9 @@ def call_grammar(call_gbnf: str, *, forced: bool) -> str:
 
 REACT_TEXT = "react_text"  # our response_format type: text ReAct's shape, as a grammar
 THOUGHT_CHARS = 200  # the longest thought ReAct's JSON schema and text grammar let through
+# The longest answer ReAct's JSON schema lets through: with the thought it fits a turn's
+# max_tokens, so a small model that rambles gets a closed string, not JSON cut off mid-answer.
+ANSWER_CHARS = 400
 REACT_TEXT_LABELS = {"thought": ["Thought"], "action": ["Action"],
                      "action_input": ["Action Input"], "final_answer": ["Final Answer"]}
 

@@ -17,7 +17,6 @@ from typing import Any
 import openai
 
 from agentlab.llm import grammars, transport
-from agentlab.llm.chatml import REACT_TEXT
 from agentlab.llm.errors import (
     AuthenticationFailed,
     ContextTooLong,
@@ -141,11 +140,12 @@ class OpenAIChatModel:
         for key in ("response_format", "stop"):
             if request[key]:
                 kwargs[key] = request[key]
-        if (fmt := kwargs.get("response_format") or {}).get("type") == REACT_TEXT:
-            # Text ReAct's shape: a grammar for the embedded model; other servers get the turn
-            # as it is, and the parser reads what they write.
+        fmt = kwargs.get("response_format") or {}
+        if (to_grammar := grammars.OWN_FORMATS.get(fmt.get("type"))) is not None:
+            # A text shape of ours (text ReAct, a ReWOO plan): a grammar for the embedded
+            # model; other servers get the turn as it is, and the parser reads what they write.
             del kwargs["response_format"]
-            if model == DEFAULT_MODEL and (gbnf := grammars.react_text_gbnf(fmt)):
+            if model == DEFAULT_MODEL and (gbnf := to_grammar(fmt)):
                 kwargs["grammar"] = gbnf
         temperature = request["temperature"] if request["temperature"] is not None \
             else p.temperature

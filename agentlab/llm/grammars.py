@@ -1,10 +1,14 @@
 """GBNF grammars the client sends to servers of the llama.cpp family (the embedded model) in
 the request's `grammar` field, which llama.cpp's and llama-cpp-python's servers both read.
 
-Only text ReAct needs one (its JSON turns go as a response_format schema): the shape of a turn,
-"Thought: …" then "Action: <a tool>" and "Action Input: <its arguments>", or "Final Answer:
-…" (`chatml.react_text_root`). Each tool's arguments are held to its schema by llama-cpp-python's
-own JSON-schema converter; a grammar is built once per tool list and labels."""
+Two of our paradigms write text, not JSON, and get a grammar through a response format of our
+own (`OWN_FORMATS`; other servers are sent the turn without it and the parsers read what they
+write):
+- text ReAct: "Thought: …" then "Action: <a tool>" and "Action Input: <its arguments>", or
+  "Final Answer: …" (`chatml.react_text_root`). Each tool's arguments are held to its schema by
+  llama-cpp-python's own JSON-schema converter; a grammar is built once per tool list and labels.
+- a ReWOO plan: "Plan: …" then "#E<n> = <a tool or LLM>[<input>]", numbered in order.
+"""
 
 from __future__ import annotations
 
@@ -44,3 +48,31 @@ def _react_text(key: str) -> str | None:
         branches.append((str(tool["name"]), rule))
     return f"{chatml.react_text_root(labels, branches, final=final)}\n" \
            f"{converter.format_grammar()}"
+
+
+REWOO_PLAN = "rewoo_plan"  # our response_format type: a ReWOO plan, as a grammar
+PLAN_LINE_CHARS = 200  # a plan's description and a step's input, each at most this long
+
+
+def rewoo_plan_gbnf(fmt: dict[str, Any]) -> str | None:
+    """The grammar of a ReWOO plan for a `REWOO_PLAN` response format: up to `max_steps` steps,
+    each "Plan: <one line>" and "#E<n> = <tool>[<input>]" with n counting from 1 and the tool
+    one of `tools` (a 135M planner otherwise invents tools, "get_temperature", and numbers)."""
+    tools = [str(t) for t in fmt.get("tools") or [] if str(t).strip()]
+    max_steps = fmt.get("max_steps")
+    if not tools or not isinstance(max_steps, int) or max_steps < 1:
+        return None
+    calls = " | ".join(chatml.gbnf_literal(t) for t in dict.fromkeys(tools))
+    rules = ["root ::= step1",
+             f"tool ::= {calls}",
+             # No "#" in a plan's line: SmolLM2 wrote the step's call there as well.
+             f"line ::= [^#\\n\\x00]{{1,{PLAN_LINE_CHARS}}}",
+             f"input ::= [^\\]\\n\\x00]{{1,{PLAN_LINE_CHARS}}}"]
+    for n in range(1, max_steps + 1):
+        after = f" step{n + 1}?" if n < max_steps else ""
+        rules.append(f'step{n} ::= "Plan: " line "\\n#E{n} = " tool "[" input "]\\n"{after}')
+    return "\n".join(rules)
+
+
+# Our own response formats: the type, and the grammar that carries it to the embedded model.
+OWN_FORMATS = {chatml.REACT_TEXT: react_text_gbnf, REWOO_PLAN: rewoo_plan_gbnf}

@@ -14,6 +14,11 @@ from agentlab.paradigms.parsing import (
 )
 
 MAX_PLAN_STEPS = 7
+# Bounds a constrained decoder holds the model to: a small model otherwise repeats a phrase
+# until max_tokens cuts the JSON ("with get_weather.com.com.com…"), and the reply is lost.
+STEP_CHARS = 160
+ANSWER_CHARS = 1000
+STEP_SCHEMA = {"type": "string", "minLength": 1, "maxLength": STEP_CHARS}
 
 PLAN_FORMAT = {
     "type": "json_schema",
@@ -23,7 +28,7 @@ PLAN_FORMAT = {
         "schema": {
             "type": "object",
             # minItems: constrained decoding otherwise lets a small model answer "[]".
-            "properties": {"steps": {"type": "array", "items": {"type": "string"},
+            "properties": {"steps": {"type": "array", "items": STEP_SCHEMA,
                                      "minItems": 1, "maxItems": MAX_PLAN_STEPS}},
             "required": ["steps"],
             "additionalProperties": False,
@@ -39,8 +44,8 @@ REPLAN_FORMAT = {
             "type": "object",
             "properties": {
                 "action": {"enum": ["continue", "finish"]},
-                "steps": {"type": "array", "items": {"type": "string"}},
-                "answer": {"type": "string"},
+                "steps": {"type": "array", "items": STEP_SCHEMA, "maxItems": MAX_PLAN_STEPS},
+                "answer": {"type": "string", "maxLength": ANSWER_CHARS},
             },
             "required": ["action", "steps", "answer"],
             "additionalProperties": False,
@@ -127,14 +132,6 @@ def drop_repeats(steps: list[str], done: list[str]) -> tuple[list[str], list[str
 
 def numbered(steps: list[str], start: int = 1) -> str:
     return "\n".join(f"{i}. {s}" for i, s in enumerate(steps, start)) or "(none)"
-
-
-def plan_overview(done: list[str], current: str, remaining: list[str]) -> str:
-    """The whole plan as the executor sees it: done steps, the current one, what follows."""
-    lines = [f"{i}. {s} (done)" for i, s in enumerate(done, 1)]
-    lines.append(f"{len(done) + 1}. {current} (current step)")
-    lines += [f"{i}. {s}" for i, s in enumerate(remaining, len(done) + 2)]
-    return "\n".join(lines)
 
 
 def results_text(results: list[tuple[str, str]]) -> str:

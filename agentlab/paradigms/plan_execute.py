@@ -6,7 +6,8 @@ returns the remaining steps or the answer).
 
 LLM calls on a task whose executor finishes each step in one ReAct turn: 1 (planner) + one per
 step + one replanner call per step while revisions are allowed, + 1 solver unless the replanner
-answered. A plan of 3 steps with replan=false costs 5 calls.
+answered. A plan of 3 steps with replan=false costs 5 calls; a plan of one step that the
+executor answered needs no solver (its answer is the run's): 2 calls.
 
 Guards: a plan that cannot be read gets one retry, then the run fails; more than 7 steps are cut
 to 7; steps the replanner re-emits after they were done are dropped; after `max_revisions`
@@ -27,11 +28,10 @@ from agentlab.paradigms._plan_execute_parts import (
     normalise,
     numbered,
     parse_replan,
-    plan_overview,
     results_text,
 )
 from agentlab.paradigms.parsing import ParseError, parse_numbered_plan
-from agentlab.paradigms.prompt_files import fill, load_prompt
+from agentlab.paradigms.prompt_files import example_turns, few_shot_schema, fill, load_prompt
 from agentlab.paradigms.registry import Paradigm, register_paradigm
 from agentlab.runtime.limits import IterationLimit, LoopDetected
 from traces.schema import Step
@@ -48,8 +48,9 @@ class PlanFailed(Exception):
 class PlanExecute(Paradigm):
     key: ClassVar[str] = "plan_execute"
     label: ClassVar[str] = "Plan-and-Execute"
-    description: ClassVar[str] = ("A planner writes 3–7 steps, a ReAct executor carries out each "
-                                  "one, and a replanner revises the rest or gives the answer.")
+    description: ClassVar[str] = ("A planner writes up to 7 steps, a ReAct executor carries out "
+                                  "each one, and a replanner revises the rest or gives the "
+                                  "answer.")
     demo_question: ClassVar[str] = (
         "Look up the current weather in Paris and in Berlin, then use the calculator to work out "
         "how many degrees Celsius warmer the warmer of the two cities is.")
@@ -68,6 +69,17 @@ class PlanExecute(Paradigm):
             "max_revisions": {"type": "integer", "minimum": 0, "maximum": 10, "default": 3,
                               "description": "Accepted plan revisions before the replanner "
                                              "is no longer asked."},
+            "few_shot": few_shot_schema(
+                "Example turns shown to the planner before the task: a task, then its plan "
+                "(a small model otherwise copies the prompt's own wording as its plan)."),
+            "executor_first_tool_choice": {
+                "enum": ["auto", "required"], "default": "auto",
+                "description": "'required': the executor's first reply in each step must call "
+                               "a tool (a small model otherwise answers the step from "
+                               "memory)."},
+            "executor_few_shot": few_shot_schema(
+                "Example turns shown to the executor before each step, in its ReAct mode's "
+                "format."),
         },
         "additionalProperties": False,
     }
@@ -77,12 +89,13 @@ class PlanExecute(Paradigm):
         self.ctx, self.task = ctx, task
         self.params = self.params_of(ctx)
         self.results: list[tuple[str, str]] = []  # (step, result) of each executed step
+        self.finished_steps = 0  # of those, the ones the executor answered
         steps, meta = _capped(await self._make_plan())
         plan = await self._emit_plan(steps, revision=0, role="planner", meta=meta)
         remaining, revisions = steps, 0
         while remaining:
             current, remaining = remaining[0], remaining[1:]
-            await self._execute(current, remaining, plan.seq)
+            await self._execute(current, plan.seq)
             if not self.params["replan"] or revisions >= self.params["max_revisions"]:
                 continue
             decision = await self._replan(remaining)
@@ -100,7 +113,8 @@ class PlanExecute(Paradigm):
 
     async def _make_plan(self) -> list[str]:
         messages = [{"role": "system", "content": self._system("plan_execute_planner.txt")},
-                    *self.ctx.history, {"role": "user", "content": self.task}]
+                    *example_turns(self.params.get("few_shot")), *self.ctx.history,
+                    {"role": "user", "content": self.task}]
         error = ""
         for _ in range(2):  # one retry, told what was wrong
             result = await self.ctx.llm("planner", messages,
@@ -124,29 +138,39 @@ class PlanExecute(Paradigm):
 
     # ------------------------------------------------------------ executor
 
-    async def _execute(self, current: str, remaining: list[str], plan_seq: int) -> None:
+    async def _execute(self, current: str, plan_seq: int) -> None:
         n = len(self.results) + 1
         item = await self.ctx.emit(Step(kind="plan", role="executor", name=f"step {n}",
                                         parent=plan_seq, text=current, input=current,
                                         status="running", meta={"step": n}))
         started = time.perf_counter()
-        step_task = fill(load_prompt("plan_execute_step.txt"), task=self.task,
-                         plan=plan_overview([s for s, _ in self.results], current, remaining),
-                         results=results_text(self.results), step=current)
+        # The step as the executor's question, as its examples ask one; what earlier steps
+        # found follows it. (With the task and the whole plan around it, the 135M executor
+        # called its tool again and again instead of answering.)
+        step_task = current if not self.results else fill(
+            load_prompt("plan_execute_step.txt"), task=self.task,
+            results=results_text(self.results), step=current)
         params = {"mode": self.params["executor_mode"], "reflector": "none",
-                  "max_iterations": self.params["executor_max_iterations"]}
-        status = "ok"
+                  "max_iterations": self.params["executor_max_iterations"],
+                  "few_shot": self.params.get("executor_few_shot") or [],
+                  "first_tool_choice": self.params.get("executor_first_tool_choice", "auto")}
+        status, found_before = "ok", len(self.ctx.findings)
         try:
             # The step task carries the context the executor needs; no chat history.
             result = await self.ctx.sub_run("react", step_task, role="executor",
                                             parent=item.seq, params=params, history=[])
         except (IterationLimit, LoopDetected) as exc:
-            result, status = f"(not finished: {exc.reason})", "error"
+            # What the step's tools found is still its result: a small model often looks a
+            # city up and then calls the tool again instead of answering.
+            found = self.ctx.findings[found_before:]
+            result, status = (f"{found[-1]} (the step stopped: {exc.reason})" if found
+                              else f"(not finished: {exc.reason})"), "error"
         except BaseException:  # the run's own limit or a cancel: the step must not stay running
             await self.ctx.finish(item, status="error", started=started, output="(interrupted)",
                                   meta={**item.meta, "interrupted": True})
             raise
         self.results.append((current, result))
+        self.finished_steps += status == "ok"
         await self.ctx.finish(item, status=status, started=started, output=result)
 
     # ------------------------------------------------------------ replanner
@@ -184,6 +208,10 @@ class PlanExecute(Paradigm):
     # ------------------------------------------------------------ solver
 
     async def _solve(self) -> str:
+        if len(self.results) == 1 and self.finished_steps == 1:
+            # A plan of one step that the executor answered: its answer is the run's (a
+            # solver call would only restate it, and a small model restates it worse).
+            return self.results[0][1]
         request = fill(load_prompt("plan_execute_solve_request.txt"), task=self.task,
                        results=results_text(self.results))
         messages = [{"role": "system", "content": self._system("plan_execute_solver.txt")},

@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentlab.llm.chatml import REACT_TEXT, THOUGHT_CHARS, closed
+from agentlab.llm.chatml import ANSWER_CHARS, REACT_TEXT, THOUGHT_CHARS, closed
 from agentlab.paradigms.parsing import (
     MARKERS_SCHEMA,
     REACT_LABELS,
@@ -17,7 +17,7 @@ from agentlab.paradigms.parsing import (
     stop_words,
     unwrap_fence,
 )
-from agentlab.paradigms.prompt_files import fill, load_prompt
+from agentlab.paradigms.prompt_files import example_turns, few_shot_schema, fill, load_prompt
 from agentlab.paradigms.reflector import Reflection, make_reflector, record_reflection
 from agentlab.paradigms.registry import Paradigm, register_paradigm
 from agentlab.runtime.limits import IterationLimit
@@ -62,16 +62,9 @@ class ReAct(Paradigm):
             "reflector": {"enum": ["none", "rule", "llm"], "default": "none",
                           "description": "Review each observation and feed a suggestion back."},
             "markers": MARKERS_SCHEMA,  # text mode: other names for Thought, Action, …
-            "few_shot": {
-                "type": "array", "default": [], "maxItems": 24,
-                "description": "Example turns shown before the question, in the mode's own "
-                               "format (a small model copies a shown exchange far better "
-                               "than one described in the prompt).",
-                "items": {"type": "object", "required": ["role"],
-                          "properties": {"role": {"enum": ["user", "assistant", "tool"]},
-                                         "content": {"type": ["string", "null"]},
-                                         "tool_calls": {"type": "array"},
-                                         "tool_call_id": {"type": "string"}}}},
+            "few_shot": few_shot_schema(
+                "Example turns shown before the question, in the mode's own format (a small "
+                "model copies a shown exchange far better than one described in the prompt)."),
             "first_tool_choice": {
                 "enum": ["auto", "required"], "default": "auto",
                 "description": "'required': the first reply must call a tool (small models "
@@ -114,7 +107,7 @@ class ReAct(Paradigm):
         if self.ctx.system_prompt:
             prompt = f"{self.ctx.system_prompt}\n\n{prompt}"
         question = self.task if mode == "function_calling" else f"Question: {self.task}"
-        few_shot = [dict(m) for m in self.params_of(self.ctx).get("few_shot") or []]
+        few_shot = example_turns(self.params_of(self.ctx).get("few_shot"))
         return [{"role": "system", "content": prompt}, *few_shot, *self.ctx.history,
                 {"role": "user", "content": question}]
 
@@ -253,7 +246,8 @@ def step_format(executor: Any, *, final: bool = True) -> dict[str, Any]:
             "action": {"enum": [t["function"]["name"] for t in tools]
                        + (["final_answer"] if final else [])},
             # An answer is never empty (a small model closes the quotes at once otherwise).
-            "action_input": {"anyOf": [*unique, {"type": "string", "minLength": 1}]},
+            "action_input": {"anyOf": [*unique, {"type": "string", "minLength": 1,
+                                                 "maxLength": ANSWER_CHARS}]},
         },
         "required": ["thought", "action", "action_input"],
         "additionalProperties": False,

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentlab.paradigms._rewoo_worker import Worker, check_plan
+from agentlab.llm.grammars import REWOO_PLAN
+from agentlab.paradigms._rewoo_worker import LLM, Worker, check_plan
 from agentlab.paradigms.parsing import REWOO_FORMAT, ParseError, PlanStep, parse_rewoo_plan
-from agentlab.paradigms.prompt_files import fill, load_prompt
+from agentlab.paradigms.prompt_files import example_turns, few_shot_schema, fill, load_prompt
 from agentlab.paradigms.registry import Paradigm, register_paradigm
 from traces.schema import Step
 
@@ -36,6 +37,9 @@ class ReWOO(Paradigm):
         "properties": {
             "max_plan_steps": {"type": "integer", "minimum": 1, "maximum": 20, "default": 8,
                                "description": "Steps after this many are reported, not run."},
+            "few_shot": few_shot_schema(
+                "Example turns shown to the planner before the task: a task, then its plan "
+                "(a small model otherwise copies the prompt's one example, whatever the task)."),
         },
         "additionalProperties": False,
     }
@@ -45,7 +49,11 @@ class ReWOO(Paradigm):
         params = self.params_of(ctx)
         self.steps: list[PlanStep] = []
         self.worker: Worker | None = None
-        reply = await ctx.llm("planner", self._planner_messages(ctx, task))
+        # The plan's shape as a grammar for the embedded model (other servers: plain text).
+        plan_format = {"type": REWOO_PLAN, "tools": [*ctx.executor.names, LLM],
+                       "max_steps": params["max_plan_steps"]}
+        reply = await ctx.llm("planner", self._planner_messages(ctx, task),
+                              response_format=plan_format)
         raw = reply.text or ""
         try:
             steps = parse_rewoo_plan(raw)
@@ -78,7 +86,8 @@ class ReWOO(Paradigm):
                       format=REWOO_FORMAT)
         if ctx.system_prompt:
             prompt = f"{ctx.system_prompt}\n\n{prompt}"
-        return [{"role": "system", "content": prompt}, *ctx.history,
+        return [{"role": "system", "content": prompt},
+                *example_turns(self.params_of(ctx).get("few_shot")), *ctx.history,
                 {"role": "user", "content": f"Task: {task}"}]
 
     async def _solve(self, ctx: RunContext, task: str, plan_evidence: str) -> str:

@@ -137,6 +137,11 @@ def parse_numbered_plan(text: str) -> list[str]:
     """
     text = (text or "").replace("\r\n", "\n")
     items = _json_steps(text)
+    if items is None and text.lstrip().startswith('{"'):
+        # JSON cut off by the length limit or broken: read as lines, the whole object would
+        # become one step (and the executor would be asked to "do" it).
+        raise ParseError("The plan is a JSON object that could not be read (cut off or "
+                         'invalid). Reply with {"steps": [...]}, each step a short string.')
     if items is None:
         items = _list_steps(_FENCE_LINE_RE.sub("", text))
     seen: set[str] = set()
