@@ -112,3 +112,38 @@ def rewoo_planner() -> list[dict[str, Any]]:
         turns += [{"role": "user", "content": f"Task: {task}"},
                   {"role": "assistant", "content": plan}]
     return turns
+
+
+# Self-Ask with search: a question, its follow-ups one turn each, the search results as the
+# intermediate answers (in the shape the search tool returns), then the final answer. Real-world
+# facts, not the demo knowledge base's.
+_SELF_ASK = [
+    ("Who founded the company that makes the iPhone?",
+     [("Who makes the iPhone?", "iPhone",
+       "The iPhone is a line of smartphones designed and made by Apple Inc."),
+      ("Who founded Apple Inc.?", "Apple Inc.",
+       "Apple Inc. is a technology company founded in 1976 by Steve Jobs, Steve Wozniak and "
+       "Ronald Wayne.")],
+     "Steve Jobs, Steve Wozniak and Ronald Wayne"),
+    ("In what city is the university where Alan Turing studied?",
+     [("Where did Alan Turing study?", "Alan Turing",
+       "Alan Turing was a mathematician who studied at King's College, Cambridge."),
+      ("In what city is King's College, Cambridge?", "King's College, Cambridge",
+       "King's College is a college of the University of Cambridge, in the city of "
+       "Cambridge, England.")],
+     "Cambridge"),
+]
+
+
+def self_ask() -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = []
+    for question, hops, answer in _SELF_ASK:
+        turns.append({"role": "user", "content": f"Question: {question}"})
+        for i, (follow_up, title, snippet) in enumerate(hops):
+            needed = "Are follow up questions needed here: Yes.\n" if i == 0 else ""
+            found = json.dumps([{"title": title, "snippet": snippet, "score": 12.0}],
+                               ensure_ascii=False)
+            turns += [{"role": "assistant", "content": f"{needed}Follow up: {follow_up}"},
+                      {"role": "user", "content": f"Intermediate answer: {found}"}]
+        turns.append({"role": "assistant", "content": f"So the final answer is: {answer}"})
+    return turns

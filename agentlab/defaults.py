@@ -73,7 +73,9 @@ DEFAULT_AGENTS = [
                  tools=["calculator"]),
     DefaultAgent("ReWOO", "rewoo", {"few_shot": default_prompts.rewoo_planner()}, limits=QUICK,
                  tools=LOOKUPS),
-    DefaultAgent("Self-Ask", "self_ask", limits=QUICK, tools=["search"]),
+    DefaultAgent("Self-Ask", "self_ask", {"few_shot": default_prompts.self_ask(),
+                                          "min_follow_ups": 2},
+                 limits=QUICK, tools=["search"]),
     # A tree search makes many calls: ~29 LLM calls and ~55 steps for 4 iterations of 3.
     DefaultAgent("LATS", "lats", limits={"max_llm_calls": 40, "max_steps": 80,
                                          "total_timeout_s": 300},

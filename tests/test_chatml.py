@@ -109,3 +109,17 @@ def test_a_rewoo_plan_grammar_numbers_its_steps_and_offers_only_the_agents_tools
     assert "step4" not in gbnf
     assert "line ::= [^#\\n\\x00]{1,200}" in gbnf
     assert grammars.rewoo_plan_gbnf({"type": "rewoo_plan", "tools": [], "max_steps": 3}) is None
+
+
+def test_a_self_ask_grammar_asks_first_and_answers_only_when_allowed():
+    labels = {"follow_up": ["Follow up", "Nachfrage"], "final_answer": ["So the final answer is"]}
+    asking = grammars.self_ask_gbnf({"labels": labels, "first": True, "final": False})
+    assert asking.startswith('root ::= "Are follow up questions needed here: Yes." "\\n" '
+                             'follow\n')
+    assert 'follow ::= ("Follow up: " | "Nachfrage: ") line' in asking
+    assert "answer ::=" not in asking
+    free = grammars.self_ask_gbnf({"labels": labels, "first": False, "final": True})
+    assert free.startswith("root ::= (follow | answer)\n")
+    assert 'answer ::= ("So the final answer is: ") line' in free
+    only_answer = grammars.self_ask_gbnf({"labels": {}, "final": True, "follow": False})
+    assert only_answer.startswith("root ::= answer\n")

@@ -567,6 +567,9 @@ TEXT_REACT = {"type": "react_text", "final": False,
     # A ReWOO plan: numbered steps, each one of the agent's tools or LLM.
     ({"type": "rewoo_plan", "tools": ["get_weather", "LLM"], "max_steps": 2},
      ["root ::= step1\n", 'tool ::= "get_weather" | "LLM"'], "step3"),
+    # A Self-Ask turn that must ask a follow-up.
+    ({"type": "self_ask", "labels": {}, "first": False, "final": False},
+     ["root ::= follow\n", 'follow ::= ("Follow up: ") line'], "answer"),
 ])
 async def test_our_own_formats_become_a_grammar_only_where_the_embedded_model_answers(
         fake_llm, fake_profile, fmt, must_have, must_not):

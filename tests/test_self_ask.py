@@ -163,9 +163,38 @@ async def test_budget_stop_answers_with_the_follow_ups_so_far() -> None:
 
 def test_params_are_validated() -> None:
     assert validate_params("self_ask", {}) == {"max_follow_ups": 4, "answerer": "search",
-                                               "tool_arg": "query"}
+                                               "tool_arg": "query", "few_shot": [],
+                                               "min_follow_ups": 0}
     with pytest.raises(ValueError, match="max_follow_ups"):
         validate_params("self_ask", {"max_follow_ups": 0})
+
+
+async def test_examples_come_first_and_each_turn_says_its_shape() -> None:
+    examples = [{"role": "user", "content": "Question: Who makes the iPhone?"},
+                {"role": "assistant", "content": "So the final answer is: Apple"}]
+    outcome, _, model, _ = await run([
+        follow("Who makes the Zephyr X2?"), "Follow up: Who founded Altavia Robotics?",
+        "So the final answer is: Mira Okonkwo"],
+        params={"few_shot": examples, "min_follow_ups": 2, "markers": {"follow_up": ["Frage"]}})
+    assert outcome.answer == "Mira Okonkwo"
+    assert model.requests[0]["messages"][1:3] == examples
+    shapes = [r["response_format"] for r in model.requests]
+    assert all(f["type"] == "self_ask" for f in shapes)
+    assert shapes[0]["labels"] == {"follow_up": ["Follow up", "Frage"],
+                                   "final_answer": ["So the final answer is"]}
+    # The first turn opens with "Are follow up questions needed here"; until two follow-ups
+    # are answered a turn may only ask (the embedded model's grammar has no final answer).
+    assert [(f["first"], f["final"]) for f in shapes] == [(True, False), (False, False),
+                                                          (False, True)]
+
+
+async def test_a_final_answer_before_the_minimum_is_taken_from_a_server_without_grammars(
+        ) -> None:
+    # Only the embedded model's grammar can hold the model to its follow-ups; elsewhere the
+    # answer it insists on is its answer.
+    outcome, _, model, _ = await run(["So the final answer is: Mira Okonkwo"],
+                                     params={"min_follow_ups": 2})
+    assert outcome.answer == "Mira Okonkwo" and len(model.requests) == 1
 
 
 async def test_demo_question_resolves_by_chained_searches_of_the_knowledge_base() -> None:

@@ -1,13 +1,14 @@
 """GBNF grammars the client sends to servers of the llama.cpp family (the embedded model) in
 the request's `grammar` field, which llama.cpp's and llama-cpp-python's servers both read.
 
-Two of our paradigms write text, not JSON, and get a grammar through a response format of our
-own (`OWN_FORMATS`; other servers are sent the turn without it and the parsers read what they
-write):
+Three of our paradigms' turns are text, not JSON, and get a grammar through a response format
+of our own (`OWN_FORMATS`; other servers are sent the turn without it and the parsers read what
+they write):
 - text ReAct: "Thought: …" then "Action: <a tool>" and "Action Input: <its arguments>", or
   "Final Answer: …" (`chatml.react_text_root`). Each tool's arguments are held to its schema by
   llama-cpp-python's own JSON-schema converter; a grammar is built once per tool list and labels.
 - a ReWOO plan: "Plan: …" then "#E<n> = <a tool or LLM>[<input>]", numbered in order.
+- a Self-Ask turn: one line, a follow-up question or the final answer.
 """
 
 from __future__ import annotations
@@ -74,5 +75,37 @@ def rewoo_plan_gbnf(fmt: dict[str, Any]) -> str | None:
     return "\n".join(rules)
 
 
+SELF_ASK = "self_ask"  # our response_format type: one Self-Ask turn, as a grammar
+SELF_ASK_LABELS = {"follow_up": ["Follow up"], "final_answer": ["So the final answer is"]}
+NEEDED = "Are follow up questions needed here: "
+
+
+def self_ask_gbnf(fmt: dict[str, Any]) -> str | None:
+    """The grammar of one Self-Ask turn for a `SELF_ASK` response format: on the first turn
+    (`first`) the "Are follow up questions needed here:" line, then one line, either a
+    follow-up question or (unless `final` is False: a turn that must ask) the final answer;
+    `follow` False leaves only the answer. The labels are the agent's markers' alternatives.
+    The reply ends with that line, where the server would otherwise have to stop at
+    "Intermediate answer:"."""
+    labels = fmt.get("labels") if isinstance(fmt.get("labels"), dict) else {}
+
+    def label(key: str) -> str:
+        names = [str(n).strip() for n in labels.get(key) or [] if str(n).strip()]
+        return " | ".join(chatml.gbnf_literal(f"{n}: ")
+                          for n in dict.fromkeys(names or SELF_ASK_LABELS[key]))
+
+    final, follow = bool(fmt.get("final", True)), bool(fmt.get("follow", True))
+    needed = (f'{chatml.gbnf_literal(NEEDED)} ("Yes." | "No.") "\\n" '
+              if final else f'{chatml.gbnf_literal(NEEDED + "Yes.")} "\\n" ')
+    turn = "(follow | answer)" if final and follow else "follow" if follow else "answer"
+    rules = [f"root ::= {needed if fmt.get('first') else ''}{turn}",
+             f"follow ::= ({label('follow_up')}) line",
+             f"line ::= [^\\n\\x00]{{1,{PLAN_LINE_CHARS}}}"]
+    if final:
+        rules.append(f"answer ::= ({label('final_answer')}) line")
+    return "\n".join(rules)
+
+
 # Our own response formats: the type, and the grammar that carries it to the embedded model.
-OWN_FORMATS = {chatml.REACT_TEXT: react_text_gbnf, REWOO_PLAN: rewoo_plan_gbnf}
+OWN_FORMATS = {chatml.REACT_TEXT: react_text_gbnf, REWOO_PLAN: rewoo_plan_gbnf,
+               SELF_ASK: self_ask_gbnf}

@@ -13,6 +13,7 @@ from agentlab.paradigms.parsing import (
     ParseError,
     ReactFinal,
     coerce_input,
+    label_alternatives,
     parse_react,
     stop_words,
     unwrap_fence,
@@ -267,8 +268,7 @@ def text_format(executor: Any, markers: dict[str, Any], *, final: bool = True
     tools = executor.openai_tools()
     if not tools:
         return None
-    labels = {key: list(dict.fromkeys([default, *(markers.get(key) or [])]))
-              for key, default in REACT_LABELS.items() if key != "observation"}
+    labels = label_alternatives(markers, REACT_LABELS, leave_out="observation")
     return {"type": REACT_TEXT, "labels": labels, "final": final,
             "tools": [{"name": t["function"]["name"],
                        "parameters": closed(t["function"].get("parameters"))}

@@ -12,14 +12,17 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from agentlab.llm.grammars import SELF_ASK
 from agentlab.paradigms.parsing import (
     MARKERS_SCHEMA,
+    SELF_ASK_LABELS,
     ParseError,
     SelfAskFinal,
+    label_alternatives,
     parse_self_ask,
     stop_words,
 )
-from agentlab.paradigms.prompt_files import fill, load_prompt
+from agentlab.paradigms.prompt_files import example_turns, few_shot_schema, fill, load_prompt
 from agentlab.paradigms.registry import Paradigm, register_paradigm
 from traces.schema import Step
 
@@ -53,6 +56,15 @@ class SelfAsk(Paradigm):
                          "description": "The answerer tool's parameter that gets the question."},
             # Other names for "Follow up", "Intermediate answer", "So the final answer is".
             "markers": MARKERS_SCHEMA,
+            "few_shot": few_shot_schema(
+                "Example turns shown before the question: a question, its follow-ups, their "
+                "intermediate answers and the final answer, one turn each."),
+            "min_follow_ups": {
+                "type": "integer", "minimum": 0, "maximum": 10, "default": 0,
+                "description": "Follow-ups asked before a final answer is accepted (a small "
+                               "model otherwise answers from memory, or with the first hop's "
+                               "answer). On the embedded model the grammar of those turns has "
+                               "no final answer; elsewhere a final answer is taken as it is."},
         },
         "additionalProperties": False,
     }
@@ -65,9 +77,13 @@ class SelfAsk(Paradigm):
         self.answers: list[tuple[str, str]] = []  # (follow-up, intermediate answer), in order
         self.answerer, self.tool_arg = self._check_answerer(params)
         messages = self._start(task)
+        at_least = min(params.get("min_follow_ups", 0), params["max_follow_ups"])
         while True:
             stop = stop_words(self.markers, "intermediate_answer", STOP[0].rstrip(":"))
-            text = (await ctx.llm("agent", messages, stop=stop, max_tokens=MAX_TOKENS)).text or ""
+            text = (await ctx.llm("agent", messages, stop=stop, max_tokens=MAX_TOKENS,
+                                  response_format=self._turn_format(
+                                      first=not self.answers,
+                                      final=len(self.answers) >= at_least))).text or ""
             try:
                 parsed = parse_self_ask(text, markers=self.markers)
             except ParseError as exc:
@@ -100,13 +116,24 @@ class SelfAsk(Paradigm):
         arg = params["tool_arg"] if params["tool_arg"] in props or len(strings) != 1 else strings[0]
         return name, arg
 
+    def _turn_format(self, *, first: bool, final: bool, follow: bool = True
+                     ) -> dict[str, Any]:
+        """The turn's shape as our own response format, a grammar for the embedded model (the
+        agent's markers as alternatives to the English labels); other servers get the turn
+        without it and the parser reads what they write."""
+        labels = label_alternatives(self.markers, SELF_ASK_LABELS,
+                                    leave_out="intermediate_answer")
+        return {"type": SELF_ASK, "labels": labels, "first": first, "final": final,
+                "follow": follow}
+
     def _start(self, task: str) -> list[dict[str, Any]]:
         who = ("by a language model" if self.answerer == LLM_ANSWERER
                else f"by the tool {self.answerer}")
         prompt = fill(load_prompt("self_ask_system.txt"), answerer=who)
         if self.ctx.system_prompt:
             prompt = f"{self.ctx.system_prompt}\n\n{prompt}"
-        return [{"role": "system", "content": prompt}, *self.ctx.history,
+        few_shot = example_turns(self.params_of(self.ctx).get("few_shot"))
+        return [{"role": "system", "content": prompt}, *few_shot, *self.ctx.history,
                 {"role": "user", "content": f"Question: {task}"}]
 
     async def _follow_up(self, question: str) -> str:
@@ -136,7 +163,9 @@ class SelfAsk(Paradigm):
         messages = [*messages, {"role": "assistant", "content": text.strip() or "(empty)"},
                     {"role": "user", "content": fill(load_prompt("self_ask_final.txt"),
                                                      reason=reason)}]
-        again = (await self.ctx.llm("agent", messages)).text or ""
+        again = (await self.ctx.llm("agent", messages, max_tokens=MAX_TOKENS,
+                                    response_format=self._turn_format(
+                                        first=False, final=True, follow=False))).text or ""
         try:
             parsed = parse_self_ask(again, markers=self.markers)
         except ParseError:

@@ -43,6 +43,7 @@ from agentlab.paradigms.parsing.markers import (
     MARKERS_SCHEMA,
     REACT_LABELS,
     SELF_ASK_LABELS,
+    label_alternatives,
     stop_words,
 )
 from agentlab.paradigms.parsing.plans import (
@@ -66,6 +67,7 @@ __all__ = [
     "REACT_LABELS",
     "REWOO_FORMAT",
     "SELF_ASK_LABELS",
+    "label_alternatives",
     "SELF_ASK_FORMAT",
     "FollowUp",
     "ParseError",

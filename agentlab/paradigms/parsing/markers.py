@@ -72,3 +72,12 @@ def stop_words(markers: Mapping[str, Iterable[str]] | None, key: str, default: s
     """The stop sequences for a marker: the canonical one and its configured names."""
     names = [default, *((markers or {}).get(key) or [])]
     return list(dict.fromkeys(f"{n.strip()}:" for n in names if n.strip()))
+
+
+def label_alternatives(markers: Mapping[str, Iterable[str]] | None, labels: Mapping[str, str],
+                       *, leave_out: str) -> dict[str, list[str]]:
+    """Each label (but `leave_out`, the one the server stops at) with the agent's own names for
+    it after the English one: what a grammar lets the model write."""
+    markers = markers or {}
+    return {key: list(dict.fromkeys([default, *(markers.get(key) or [])]))
+            for key, default in labels.items() if key != leave_out}
