@@ -34,7 +34,7 @@ def respond(body: dict) -> Reply:
     if model == "self_ask":
         return Reply(text="Are follow up questions needed here: No.\n"
                           "So the final answer is: 42", usage=(30, 14))
-    if "Solve the following task" in texts:  # ReWOO's solver, after the plan ran
+    if "A plan was made for this task" in texts:  # ReWOO's solver, after the plan ran
         return Reply(text="42", usage=(80, 2))
     return Reply(text="Plan: multiply\n#E1 = calculator[6*7]", usage=(90, 11))
 
