@@ -99,6 +99,8 @@ def errors(html, field):
     ({"concurrency": "9"}, "concurrency", "Concurrency is 1 to 8."),
     ({"case_limit": "0"}, "case_limit", "Run at least one case (or leave it blank)."),
     ({"run_timeout_s": "0"}, "run_timeout_s", "Give each run at least 1 s (or leave it blank)."),
+    ({"case_tags": "weather, sql"}, "case_tags",
+     "No case of “Arithmetic” is tagged weather or sql; its tags: products, sums."),
 ])
 def test_invalid_starts_are_refused_with_the_reason(client, user, suite, agents, data, field,
                                                     message):
@@ -152,6 +154,19 @@ async def test_starting_runs_every_pair_and_the_page_shows_them_scored(async_cli
     assert 'id="evals-chart-data"' in html
     # Each agent: 2 of 3 passed.
     assert html.count('data-col="pass_rate">67%') == 2
+
+
+def test_a_start_with_tags_makes_an_experiment_of_those_cases(client, user, suite, agents):
+    client.force_login(user)
+    page = client.get("/evals/").content.decode()
+    # What the form's estimate counts from: each case's tags, per suite.
+    assert f'"case_tags": {{"{suite.pk}": [["sums"], ["sums"], ["products"]]}}' in page
+    response = client.post("/evals/", {"suite": suite.pk, "agents": [agents[0].pk],
+                                       "concurrency": "1", "case_tags": " products ,"})
+    experiment = Experiment.objects.get()
+    assert response.status_code == 302 and experiment.case_tags == ["products"]
+    assert [r.case.question for r in experiment.results.all()] == ["What is 3*3?"]
+    assert "cases tagged products" in client.get(response.url).content.decode()
 
 
 async def test_the_one_click_form_starts_the_demo_suite_on_one_agent_per_paradigm(

@@ -259,6 +259,25 @@ def test_rerun_copies_the_settings_and_points_at_the_earlier_experiment(profile,
 
 
 @with_db
+def test_tags_pick_the_cases_before_the_limit_and_a_rerun_keeps_them(profile, user):
+    agents = make_agents(profile, 1)
+    suite = make_suite(("a?", "a", "exact"), ("b?", "b", "exact"), ("c?", "c", "exact"),
+                       ("d?", "d", "exact"))
+    for case, tags in zip(suite.cases.order_by("position"),
+                          (["x"], ["y"], ["x", "z"], ["z"]), strict=True):
+        case.tags = tags
+        case.save()
+    first = engine.create_experiment(user, suite, agents, case_tags=["z", "x", " "],
+                                     case_limit=2)
+    assert first.case_tags == ["x", "z"]
+    assert sorted(r.case.question for r in first.results.all()) == ["a?", "c?"]
+    again = engine.rerun(first)
+    assert again.case_tags == ["x", "z"] and again.results.count() == 2
+    with pytest.raises(ValueError, match="no case of the suite 'Arithmetic' is tagged sql"):
+        engine.create_experiment(user, suite, agents, case_tags=["sql"])
+
+
+@with_db
 def test_staff_rerunning_someone_elses_experiment_own_the_new_one(profile, user, staff):
     suite = make_suite(("a?", "a", "exact"))
     first = engine.create_experiment(user, suite, make_agents(profile, 1))

@@ -71,6 +71,17 @@ def test_markdown_and_limit(fake_llm, setup):
 
 
 @with_db
+def test_tags_choose_the_cases(fake_llm, setup):
+    fake_llm.responder = lambda body: "6"
+    Case.objects.filter(position=3).update(tags=["big"])
+    out = run("Sums", "Alpha", "--tag", "big", "--tag", "huge")
+    assert "1 case(s) × 1 agent(s), 2 at a time, tagged big or huge" in out
+    assert Experiment.objects.get().results.get().case.question == "3 + 3?"
+    with pytest.raises(CommandError, match="no case of the suite 'Sums' is tagged small"):
+        run("Sums", "Alpha", "--tag", "small")
+
+
+@with_db
 def test_unknown_suite_agent_or_judge_is_a_clear_error(setup):
     with pytest.raises(CommandError, match="No suite named 'Nope'. Suites: 'Sums'"):
         run("Nope", "Alpha")

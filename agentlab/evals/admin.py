@@ -124,9 +124,9 @@ class ExperimentAdmin(admin.ModelAdmin):
     list_display = ["__str__", "suite", "status", "progress_text", "user", "created"]
     list_filter = ["status", "suite", "created"]
     search_fields = ["title", "suite__name", "user__username"]
-    fields = ["title", "suite", "user", "status", "agents", "concurrency", "case_limit",
-              "run_timeout_s", "judge_profile", "previous", "error", "created", "started_at",
-              "finished_at", "summary_table"]
+    fields = ["title", "suite", "user", "status", "agents", "concurrency", "case_tags",
+              "case_limit", "run_timeout_s", "judge_profile", "previous", "error", "created",
+              "started_at", "finished_at", "summary_table"]
     readonly_fields = fields
     inlines = [ResultInline]
 

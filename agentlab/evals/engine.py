@@ -56,6 +56,7 @@ def on_engine_workers() -> bool:
 def create_experiment(user: Any, suite: Suite, agents: Sequence[Agent], *, title: str = "",
                       concurrency: int = 2, judge_profile: ModelProfile | None = None,
                       case_limit: int | None = None, run_timeout_s: int | None = None,
+                      case_tags: Sequence[str] = (),
                       previous: Experiment | None = None) -> Experiment:
     """A queued experiment with one pending result per (case, agent); ValueError says what is
     missing (no agents, no cases, a judge for llm-judge cases)."""
@@ -68,9 +69,13 @@ def create_experiment(user: Any, suite: Suite, agents: Sequence[Agent], *, title
     experiment = Experiment.objects.create(
         user=user, suite=suite, title=title, concurrency=concurrency,
         judge_profile=judge_profile, case_limit=case_limit or None,
+        case_tags=sorted({t.strip() for t in case_tags if t.strip()}),
         run_timeout_s=run_timeout_s or None, previous=previous)
     experiment.agents.set(agents)
     cases = list(experiment.selected_cases())
+    if not cases and experiment.case_tags:
+        raise ValueError(f"no case of the suite {suite.name!r} is tagged "
+                         f"{' or '.join(experiment.case_tags)}")
     if not cases:
         raise ValueError(f"the suite {suite.name!r} has no cases")
     if judge_profile is None and (n := sum(c.scorer == "llm_judge" for c in cases)):
@@ -88,7 +93,8 @@ def rerun(experiment: Experiment, user: Any = None) -> Experiment:
         user or experiment.user, experiment.suite, list(experiment.agents.order_by("name")),
         title=experiment.title, concurrency=experiment.concurrency,
         judge_profile=experiment.judge_profile, case_limit=experiment.case_limit,
-        run_timeout_s=experiment.run_timeout_s, previous=experiment)
+        case_tags=experiment.case_tags, run_timeout_s=experiment.run_timeout_s,
+        previous=experiment)
 
 
 # -- control -----------------------------------------------------------------------------------

@@ -38,6 +38,11 @@ class StartForm(forms.Form):
         empty_label="(none: no LLM-judge cases)",
         help_text="Scores the cases whose scorer is the LLM judge.",
     )
+    case_tags = forms.CharField(
+        label="Only cases tagged", max_length=400, required=False,
+        help_text="Tags, comma-separated: the cases with any of them. Blank: every case.",
+        widget=forms.TextInput(attrs={"placeholder": "e.g. weather, calculator"}),
+    )
     case_limit = forms.IntegerField(
         label="First N cases", min_value=1, required=False,
         help_text="Blank: the whole suite.",
@@ -50,6 +55,10 @@ class StartForm(forms.Form):
     )
     title = forms.CharField(max_length=200, required=False)
 
+    def clean_case_tags(self) -> list[str]:
+        tags = [t.strip() for t in self.cleaned_data["case_tags"].split(",") if t.strip()]
+        return list(dict.fromkeys(tags))
+
     def clean_agents(self) -> list[Agent]:
         return list(self.cleaned_data["agents"])
 
@@ -58,4 +67,11 @@ class StartForm(forms.Form):
         suite = data.get("suite")
         if suite is not None and not suite.cases.exists():
             self.add_error("suite", f"The suite “{suite.name}” has no cases yet.")
+        elif suite is not None and (tags := data.get("case_tags")):
+            known = {str(t) for case_tags in suite.cases.values_list("tags", flat=True)
+                     for t in case_tags or []}
+            if not known & set(tags):
+                self.add_error("case_tags", f"No case of “{suite.name}” is tagged "
+                               f"{' or '.join(tags)}; its tags: "
+                               f"{', '.join(sorted(known)) or 'none'}.")
         return data

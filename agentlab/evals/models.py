@@ -65,7 +65,9 @@ class Experiment(models.Model):
         "agentlab.ModelProfile", null=True, blank=True, on_delete=models.SET_NULL,
         related_name="+", help_text="Model that scores llm-judge cases.",
     )
-    # Only the first N cases (by position); null = the whole suite.
+    # Only the cases carrying one of these tags (empty: every case), then the first N of those
+    # (by position; null = all of them).
+    case_tags = models.JSONField(default=list, blank=True)
     case_limit = models.PositiveIntegerField(null=True, blank=True)
     # Caps every run's total timeout (quick evaluations on a slow model); null = each agent's own.
     run_timeout_s = models.PositiveIntegerField(
@@ -96,6 +98,10 @@ class Experiment(models.Model):
 
     def selected_cases(self) -> QuerySet[Case]:
         cases = self.suite.cases.order_by("position", "id")
+        if self.case_tags:  # in Python: SQLite has no JSON "contains" lookup
+            wanted = set(self.case_tags)
+            cases = cases.filter(pk__in=[c.pk for c in cases.only("pk", "tags")
+                                         if wanted & set(c.tags or [])])
         return cases[: self.case_limit] if self.case_limit else cases
 
     def progress(self) -> tuple[int, int]:

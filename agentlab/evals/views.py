@@ -51,7 +51,8 @@ async def index(request: HttpRequest) -> HttpResponse:
             experiment = await sync_to_async(_admitted)(lambda: engine.create_experiment(
                 user, data["suite"], data["agents"], title=data["title"],
                 concurrency=data["concurrency"], judge_profile=data["judge_profile"],
-                case_limit=data["case_limit"], run_timeout_s=data["run_timeout_s"]))
+                case_limit=data["case_limit"], run_timeout_s=data["run_timeout_s"],
+                case_tags=data["case_tags"]))
         except tasks.RunLimit as exc:  # nothing saved
             form.add_error(None, str(exc))
         except ValueError as exc:  # e.g. LLM-judge cases without a judge (nothing saved)
@@ -66,8 +67,10 @@ async def index(request: HttpRequest) -> HttpResponse:
 def _render_index(request: HttpRequest, user: Any, form: StartForm) -> HttpResponse:
     suites = list(Suite.objects.annotate(case_count=Count("cases")))
     tags: dict[int, set[str]] = defaultdict(set)
-    for suite_id, case_tags in Case.objects.values_list("suite_id", "tags"):
-        tags[suite_id].update(str(t) for t in case_tags or [])
+    case_tags: dict[int, list[list[str]]] = defaultdict(list)  # each case's, for the estimate
+    for suite_id, these in Case.objects.values_list("suite_id", "tags"):
+        tags[suite_id].update(str(t) for t in these or [])
+        case_tags[suite_id].append([str(t) for t in these or []])
     for suite in suites:
         suite.tag_list = sorted(tags[suite.pk])
     experiments = list(
@@ -88,6 +91,7 @@ def _render_index(request: HttpRequest, user: Any, form: StartForm) -> HttpRespo
                "demo_suite": demo, "paradigm_agents": paradigm_agents,
                # What the start form's script estimates from (static/agentlab/evals.js).
                "estimate_data": {"cases": {s.pk: s.case_count for s in suites},
+                                 "case_tags": {s.pk: case_tags[s.pk] for s in suites},
                                  "seconds": {a.pk: seconds[a.pk] for a in all_agents}}}
     if demo and paradigm_agents:
         agent_secs = [seconds[a.pk] for a in paradigm_agents]

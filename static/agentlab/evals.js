@@ -72,7 +72,12 @@
     const form = out.closest("form");
     const suite = form.querySelector('select[name="suite"]');
     const agents = [...form.querySelectorAll('input[name="agents"]:checked')].map((b) => b.value);
-    const inSuite = Number(data.cases[suite && suite.value] || 0);
+    const tagBox = form.querySelector('input[name="case_tags"]');
+    const wanted = (tagBox ? tagBox.value : "").split(",").map((t) => t.trim()).filter(Boolean);
+    const perCase = (data.case_tags || {})[suite && suite.value] || [];
+    const inSuite = wanted.length
+      ? perCase.filter((tags) => tags.some((t) => wanted.includes(t))).length
+      : Number(data.cases[suite && suite.value] || 0);
     const limit = parseInt(form.querySelector('input[name="case_limit"]').value, 10);
     const cases = limit > 0 ? Math.min(limit, inSuite) : inSuite;
     const concurrency = Math.max(1, parseInt(form.querySelector('input[name="concurrency"]').value, 10) || 1);

@@ -50,6 +50,13 @@ def test_an_experiment_fills_its_matrix_live(page, live_url, suite_and_agents):
     for name in AGENTS:
         page.get_by_label(f"{name} (ReAct)").check()
     expect(page.locator("[data-estimate]")).to_contain_text("3 cases × 2 agents = 6 runs")
+    # The estimate counts only the cases with one of the tags asked for.
+    page.get_by_label("Only cases tagged").fill("weather, math")
+    expect(page.locator("[data-estimate]")).to_contain_text("3 cases × 2 agents = 6 runs")
+    page.get_by_label("Only cases tagged").fill("weather")
+    expect(page.locator("[data-estimate]")).to_have_text(
+        "Choose a suite and agents to see how many runs that is.")
+    page.get_by_label("Only cases tagged").fill("")
     page.get_by_label("Concurrency").fill("1")
     page.get_by_role("button", name="Start the experiment").click()
     page.wait_for_url(re.compile(r"/evals/experiments/\d+/$"))

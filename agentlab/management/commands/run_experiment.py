@@ -38,7 +38,10 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=2, help="Runs at once (2)")
         parser.add_argument("--user", help="Record the runs as this user (default: first admin)")
         parser.add_argument("--judge", help="Model profile (name or id) for llm_judge cases")
-        parser.add_argument("--limit", type=int, help="Only the first N cases")
+        parser.add_argument("--tag", action="append", default=[], dest="tags",
+                            help="Only the cases with this tag (repeat for several: any of "
+                                 "them), e.g. --tag knowledge")
+        parser.add_argument("--limit", type=int, help="Only the first N cases (of those tagged)")
         parser.add_argument("--run-timeout", type=int, metavar="S",
                             help="Cap every run's total timeout at S seconds (default: each "
                                  "agent's own limit)")
@@ -48,7 +51,7 @@ class Command(BaseCommand):
                             help="Don't start the embedded model even if it is not running.")
 
     def handle(self, *args: Any, suite: str, agents: list[str], concurrency: int,
-               user: str | None, judge: str | None, limit: int | None,
+               user: str | None, judge: str | None, limit: int | None, tags: list[str],
                run_timeout: int | None, title: str,
                markdown: bool, no_model: bool, **options: Any) -> None:
         found = find_named(Suite.objects.all(), suite, "suite")
@@ -60,12 +63,15 @@ class Command(BaseCommand):
         try:
             experiment = engine.create_experiment(
                 find_user(user), found, rows, title=title, concurrency=concurrency,
-                judge_profile=judge_profile, case_limit=limit, run_timeout_s=run_timeout)
+                judge_profile=judge_profile, case_limit=limit, run_timeout_s=run_timeout,
+                case_tags=tags)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         done, total = experiment.progress()
         self.stdout.write(f"Experiment {experiment.pk}: suite '{found.name}', {total // len(rows)}"
                           f" case(s) × {len(rows)} agent(s), {concurrency} at a time"
+                          + (f", tagged {' or '.join(experiment.case_tags)}"
+                             if experiment.case_tags else "")
                           + (f", at most {run_timeout} s per run" if run_timeout else ""))
         server = (start_embedded(self.stdout) if not no_model
                   and needs_embedded(rows, (experiment.judge_profile,)) else None)
