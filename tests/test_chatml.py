@@ -123,3 +123,10 @@ def test_a_self_ask_grammar_asks_first_and_answers_only_when_allowed():
     assert 'answer ::= ("So the final answer is: ") line' in free
     only_answer = grammars.self_ask_gbnf({"labels": {}, "final": True, "follow": False})
     assert only_answer.startswith("root ::= answer\n")
+
+
+def test_a_score_grammar_is_a_line_then_a_whole_number_in_range():
+    gbnf = grammars.scored_gbnf({"type": "scored", "low": 0, "high": 10})
+    assert gbnf.startswith('root ::= line "\\nScore: " ("10" | "9" | "8" |')
+    assert '"1" | "0")' in gbnf and '"11"' not in gbnf
+    assert grammars.scored_gbnf({"type": "scored", "low": 5, "high": 5}) is None

@@ -115,7 +115,15 @@ async def test_one_iteration_makes_n_expansions_and_n_evaluations() -> None:
     assert len(agent.requests) == 3 and len(models["evaluator"].requests) == 3
     assert outcome.totals.llm_calls == 7  # + one solver call: no candidate gave an answer
     assert all(r["temperature"] == 0.8 for r in agent.requests)
-    assert agent.requests[0]["response_format"]["json_schema"]["name"] == "react_step"
+    schema = agent.requests[0]["response_format"]["json_schema"]["schema"]["properties"]
+    # Narrowed to this agent: its one tool or the answer (the generic schema let SmolLM2 call
+    # a tool named "Observation: ...").
+    assert schema["action"] == {"enum": ["population", "final_answer"]}
+    # Each evaluation: a line of reasoning, then a whole score from 0 to 10 (a grammar on the
+    # embedded model), and short.
+    judged = models["evaluator"].requests
+    assert all(r["response_format"] == {"type": "scored", "low": 0, "high": 10}
+               and r["max_tokens"] == 96 for r in judged)
     root, *children = nodes(sink)
     assert root.parent is None and root.meta["visits"] == 3 and root.meta["value"] == 5.0
     assert [c.parent for c in children] == [root.seq] * 3

@@ -1,14 +1,15 @@
 """GBNF grammars the client sends to servers of the llama.cpp family (the embedded model) in
 the request's `grammar` field, which llama.cpp's and llama-cpp-python's servers both read.
 
-Three of our paradigms' turns are text, not JSON, and get a grammar through a response format
+Some of our paradigms' turns are text, not JSON, and get a grammar through a response format
 of our own (`OWN_FORMATS`; other servers are sent the turn without it and the parsers read what
 they write):
 - text ReAct: "Thought: …" then "Action: <a tool>" and "Action Input: <its arguments>", or
   "Final Answer: …" (`chatml.react_text_root`). Each tool's arguments are held to its schema by
   llama-cpp-python's own JSON-schema converter; a grammar is built once per tool list and labels.
 - a ReWOO plan: "Plan: …" then "#E<n> = <a tool or LLM>[<input>]", numbered in order.
-- a Self-Ask turn: one line, a follow-up question or the final answer.
+- a Self-Ask turn: one line, a follow-up question or the final answer;
+- a judgement: one line of reasoning, then "Score: N" (LATS's evaluator).
 """
 
 from __future__ import annotations
@@ -106,6 +107,21 @@ def self_ask_gbnf(fmt: dict[str, Any]) -> str | None:
     return "\n".join(rules)
 
 
+SCORED = "scored"  # our response_format type: a line of reasoning, then "Score: N"
+
+
+def scored_gbnf(fmt: dict[str, Any]) -> str | None:
+    """The grammar of a judgement for a `SCORED` response format: one line of reasoning, then
+    "Score: " and a whole number from `low` to `high` (SmolLM2 otherwise went on with another
+    question, or wrote no score at all, and the node went unscored)."""
+    low, high = fmt.get("low"), fmt.get("high")
+    if not (isinstance(low, int) and isinstance(high, int) and 0 <= low < high <= 100):
+        return None
+    numbers = " | ".join(chatml.gbnf_literal(str(n)) for n in range(high, low - 1, -1))
+    return "\n".join([f'root ::= line "\\nScore: " ({numbers})',
+                      f"line ::= [^\\n\\x00]{{1,{PLAN_LINE_CHARS}}}"])
+
+
 # Our own response formats: the type, and the grammar that carries it to the embedded model.
 OWN_FORMATS = {chatml.REACT_TEXT: react_text_gbnf, REWOO_PLAN: rewoo_plan_gbnf,
-               SELF_ASK: self_ask_gbnf}
+               SELF_ASK: self_ask_gbnf, SCORED: scored_gbnf}

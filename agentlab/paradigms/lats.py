@@ -13,6 +13,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from agentlab.llm.grammars import SCORED
 from agentlab.paradigms._lats_tree import (
     Node,
     backpropagate,
@@ -23,12 +24,14 @@ from agentlab.paradigms._lats_tree import (
 )
 from agentlab.paradigms.parsing import ParseError, parse_score
 from agentlab.paradigms.prompt_files import fill, load_prompt
-from agentlab.paradigms.react import REACT_STEP_FORMAT, _read_json_step
+from agentlab.paradigms.react import _read_json_step, step_format
 from agentlab.paradigms.registry import Paradigm, register_paradigm
 from traces.schema import Step, normalise_args
 
 if TYPE_CHECKING:
     from agentlab.runtime.context import RunContext
+
+VALUE_MAX_TOKENS = 96  # one or two sentences of reasoning, then the score
 
 
 @register_paradigm
@@ -106,7 +109,10 @@ class LATS(Paradigm):
         step = await ctx.emit(Step(kind="node", name=f"candidate {index + 1}",
                                    parent=leaf.step.seq, status="running",
                                    meta={"depth": leaf.depth + 1}))
-        result = await ctx.llm("agent", self._messages(leaf), response_format=REACT_STEP_FORMAT,
+        # The schema narrowed to this agent: its tools, their arguments, a bounded thought
+        # and answer (the generic one let SmolLM2 call the tool "Observation: ...").
+        result = await ctx.llm("agent", self._messages(leaf),
+                               response_format=step_format(ctx.executor),
                                temperature=self.p["temperature"], parent=step.seq)
         try:
             thought, action, action_input = _read_json_step(result)
@@ -176,7 +182,8 @@ class LATS(Paradigm):
         result = await self.ctx.llm("evaluator", [
             {"role": "system", "content": prompt},
             {"role": "user", "content": trajectory_text(node, self.task)}],
-            temperature=0.0, parent=node.step.seq)
+            temperature=0.0, max_tokens=VALUE_MAX_TOKENS, parent=node.step.seq,
+            response_format={"type": SCORED, "low": 0, "high": 10})
         try:
             node.score = parse_score(result.text or "", low=0, high=10)
         except ParseError as exc:
