@@ -156,6 +156,17 @@ async def test_starting_runs_every_pair_and_the_page_shows_them_scored(async_cli
     assert html.count('data-col="pass_rate">67%') == 2
 
 
+def test_an_oversized_tag_list_from_an_ordinary_account_is_refused(client, other_user, suite,
+                                                                    agents):
+    # 400 characters at most: two hundred one-letter tags, not an unbounded list.
+    client.force_login(other_user)
+    html = client.post("/evals/", {"suite": suite.pk, "agents": [agents[0].pk],
+                                   "concurrency": "1", "case_tags": "s," * 201}).content.decode()
+    assert errors(html, "case_tags") == [
+        "Ensure this value has at most 400 characters (it has 402)."]
+    assert not Experiment.objects.exists()
+
+
 def test_a_start_with_tags_makes_an_experiment_of_those_cases(client, user, suite, agents):
     client.force_login(user)
     page = client.get("/evals/").content.decode()

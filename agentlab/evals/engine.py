@@ -34,7 +34,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentlab.evals import on_workers, pairs
-from agentlab.evals.models import Case, Experiment, Result, Suite
+from agentlab.evals.models import Case, Experiment, Result, Suite, clean_tags
 from agentlab.evals.pairs import Progress
 from agentlab.live import engine as run_engine
 from agentlab.llm.client import OpenAIChatModel
@@ -69,7 +69,7 @@ def create_experiment(user: Any, suite: Suite, agents: Sequence[Agent], *, title
     experiment = Experiment.objects.create(
         user=user, suite=suite, title=title, concurrency=concurrency,
         judge_profile=judge_profile, case_limit=case_limit or None,
-        case_tags=sorted({t.strip() for t in case_tags if t.strip()}),
+        case_tags=sorted(clean_tags(case_tags)),
         run_timeout_s=run_timeout_s or None, previous=previous)
     experiment.agents.set(agents)
     cases = list(experiment.selected_cases())

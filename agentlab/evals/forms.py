@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from agentlab.evals.models import Suite
+from agentlab.evals.models import Suite, clean_tags
 from agentlab.models import Agent, ModelProfile
 from traces.display.labels import paradigm_name
 
@@ -35,7 +35,7 @@ class StartForm(forms.Form):
     )
     judge_profile = forms.ModelChoiceField(
         queryset=ModelProfile.objects.order_by("name"), required=False,
-        empty_label="(none: no LLM-judge cases)",
+        empty_label="(none)",  # the line under the row says what the judge is for
         help_text="Scores the cases whose scorer is the LLM judge.",
     )
     case_tags = forms.CharField(
@@ -56,8 +56,7 @@ class StartForm(forms.Form):
     title = forms.CharField(max_length=200, required=False)
 
     def clean_case_tags(self) -> list[str]:
-        tags = [t.strip() for t in self.cleaned_data["case_tags"].split(",") if t.strip()]
-        return list(dict.fromkeys(tags))
+        return clean_tags(self.cleaned_data["case_tags"].split(","))
 
     def clean_agents(self) -> list[Agent]:
         return list(self.cleaned_data["agents"])

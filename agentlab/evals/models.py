@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q, QuerySet
@@ -12,6 +14,11 @@ SCORERS = ("exact", "contains", "numeric", "regex", "llm_judge")
 EXPERIMENT_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
 RESULT_STATUSES = ("pending", "running", "done", "error", "cancelled")
 FINISHED_RESULT_STATUSES = ("done", "error", "cancelled")
+
+
+def clean_tags(tags: Iterable[str]) -> list[str]:
+    """Tags as a person typed them: trimmed, without blanks or repeats, in their order."""
+    return list(dict.fromkeys(t.strip() for t in tags if t.strip()))
 
 
 class Suite(models.Model):

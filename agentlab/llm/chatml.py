@@ -146,6 +146,20 @@ def gbnf_literal(text: str) -> str:
     return f'"{escaped}"'
 
 
+def label_rule(names: list[str] | None, fallback: list[str]) -> str:
+    """A marker's alternatives ("Thought: " | "Gedanke: ") as a GBNF expression; `fallback`
+    when the format named none."""
+    named = [str(n).strip() for n in names or [] if str(n).strip()]
+    return " | ".join(gbnf_literal(f"{n}: ") for n in dict.fromkeys(named or fallback))
+
+
+def line_rule(name: str, chars: int | None = None, *, also_not: str = "") -> str:
+    """`name` as one line of text (nothing that ends it, nor the characters of `also_not`),
+    at most `chars` long when given."""
+    repeat = f"{{1,{chars}}}" if chars else "+"
+    return f"{name} ::= [^{also_not}\\n\\x00]{repeat}"
+
+
 def react_text_root(labels: dict[str, list[str]], tools: list[tuple[str, str]], *,
                     final: bool) -> str:
     """The GBNF rules of one text ReAct turn: a thought on one line, then either an action (one
@@ -153,8 +167,7 @@ def react_text_root(labels: dict[str, list[str]], tools: list[tuple[str, str]], 
     one line. A turn that must act has no final branch: the model cannot answer from memory
     first, as SmolLM2 does when it may."""
     def label(key: str) -> str:
-        names = [n.strip() for n in labels.get(key) or [] if n.strip()] or REACT_TEXT_LABELS[key]
-        return " | ".join(gbnf_literal(f"{n}: ") for n in names)
+        return label_rule(labels.get(key), REACT_TEXT_LABELS[key])
 
     calls = " | ".join(f'{gbnf_literal(name)} "\\n" input-label {rule}' for name, rule in tools)
     rules = [f"root ::= thought-label thought \"\\n\" ({'act | final' if final else 'act'})",
@@ -162,10 +175,10 @@ def react_text_root(labels: dict[str, list[str]], tools: list[tuple[str, str]], 
              f"act ::= action-label ({calls})",
              f"action-label ::= {label('action')}",
              f"input-label ::= {label('action_input')}",
-             "line ::= [^\\n\\x00]+",
+             line_rule("line"),
              # A bounded thought: one that went on reasoning ran out of max_tokens before
              # its action.
-             f"thought ::= [^\\n\\x00]{{1,{THOUGHT_CHARS}}}"]
+             line_rule("thought", THOUGHT_CHARS)]
     if final:
         rules += ["final ::= answer-label line", f"answer-label ::= {label('final_answer')}"]
     return "\n".join(rules)

@@ -68,8 +68,8 @@ def rewoo_plan_gbnf(fmt: dict[str, Any]) -> str | None:
     rules = ["root ::= step1",
              f"tool ::= {calls}",
              # No "#" in a plan's line: SmolLM2 wrote the step's call there as well.
-             f"line ::= [^#\\n\\x00]{{1,{PLAN_LINE_CHARS}}}",
-             f"input ::= [^\\]\\n\\x00]{{1,{PLAN_LINE_CHARS}}}"]
+             chatml.line_rule("line", PLAN_LINE_CHARS, also_not="#"),
+             chatml.line_rule("input", PLAN_LINE_CHARS, also_not="\\]")]
     for n in range(1, max_steps + 1):
         after = f" step{n + 1}?" if n < max_steps else ""
         rules.append(f'step{n} ::= "Plan: " line "\\n#E{n} = " tool "[" input "]\\n"{after}')
@@ -91,9 +91,7 @@ def self_ask_gbnf(fmt: dict[str, Any]) -> str | None:
     labels = fmt.get("labels") if isinstance(fmt.get("labels"), dict) else {}
 
     def label(key: str) -> str:
-        names = [str(n).strip() for n in labels.get(key) or [] if str(n).strip()]
-        return " | ".join(chatml.gbnf_literal(f"{n}: ")
-                          for n in dict.fromkeys(names or SELF_ASK_LABELS[key]))
+        return chatml.label_rule(labels.get(key), SELF_ASK_LABELS[key])
 
     final, follow = bool(fmt.get("final", True)), bool(fmt.get("follow", True))
     needed = (f'{chatml.gbnf_literal(NEEDED)} ("Yes." | "No.") "\\n" '
@@ -101,7 +99,7 @@ def self_ask_gbnf(fmt: dict[str, Any]) -> str | None:
     turn = "(follow | answer)" if final and follow else "follow" if follow else "answer"
     rules = [f"root ::= {needed if fmt.get('first') else ''}{turn}",
              f"follow ::= ({label('follow_up')}) line",
-             f"line ::= [^\\n\\x00]{{1,{PLAN_LINE_CHARS}}}"]
+             chatml.line_rule("line", PLAN_LINE_CHARS)]
     if final:
         rules.append(f"answer ::= ({label('final_answer')}) line")
     return "\n".join(rules)
@@ -119,7 +117,7 @@ def scored_gbnf(fmt: dict[str, Any]) -> str | None:
         return None
     numbers = " | ".join(chatml.gbnf_literal(str(n)) for n in range(high, low - 1, -1))
     return "\n".join([f'root ::= line "\\nScore: " ({numbers})',
-                      f"line ::= [^\\n\\x00]{{1,{PLAN_LINE_CHARS}}}"])
+                      chatml.line_rule("line", PLAN_LINE_CHARS)])
 
 
 # Our own response formats: the type, and the grammar that carries it to the embedded model.

@@ -113,7 +113,7 @@ class PlanExecute(Paradigm):
 
     async def _make_plan(self) -> list[str]:
         messages = [{"role": "system", "content": self._system("plan_execute_planner.txt")},
-                    *example_turns(self.params.get("few_shot")), *self.ctx.history,
+                    *example_turns(self.params["few_shot"]), *self.ctx.history,
                     {"role": "user", "content": self.task}]
         error = ""
         for _ in range(2):  # one retry, told what was wrong
@@ -152,8 +152,8 @@ class PlanExecute(Paradigm):
             results=results_text(self.results), step=current)
         params = {"mode": self.params["executor_mode"], "reflector": "none",
                   "max_iterations": self.params["executor_max_iterations"],
-                  "few_shot": self.params.get("executor_few_shot") or [],
-                  "first_tool_choice": self.params.get("executor_first_tool_choice", "auto")}
+                  "few_shot": self.params["executor_few_shot"],
+                  "first_tool_choice": self.params["executor_first_tool_choice"]}
         status, found_before = "ok", len(self.ctx.findings)
         try:
             # The step task carries the context the executor needs; no chat history.

@@ -88,7 +88,7 @@ class ReAct(Paradigm):
             ctx.on_loop = self._on_loop
         mode = params["mode"]
         self.markers = params.get("markers") or {}
-        messages = self._start(mode)
+        messages = self._start(mode, params["few_shot"])
         turn = {"function_calling": self._turn_tools, "text": self._turn_text,
                 "json": self._turn_json}[mode]
         self.first_choice = params.get("first_tool_choice", "auto")
@@ -101,15 +101,15 @@ class ReAct(Paradigm):
         raise IterationLimit(f"reached max_iterations ({params['max_iterations']}) "
                              "without a final answer")
 
-    def _start(self, mode: str) -> list[dict[str, Any]]:
+    def _start(self, mode: str, few_shot: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ex = self.ctx.executor
         prompt = fill(load_prompt(f"react_{mode}.txt"), tools=ex.describe(),
                       tool_names=", ".join(ex.names))
         if self.ctx.system_prompt:
             prompt = f"{self.ctx.system_prompt}\n\n{prompt}"
         question = self.task if mode == "function_calling" else f"Question: {self.task}"
-        few_shot = example_turns(self.params_of(self.ctx).get("few_shot"))
-        return [{"role": "system", "content": prompt}, *few_shot, *self.ctx.history,
+        return [{"role": "system", "content": prompt}, *example_turns(few_shot),
+                *self.ctx.history,
                 {"role": "user", "content": question}]
 
     # ------------------------------------------------------------ function calling

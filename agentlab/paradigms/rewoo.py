@@ -52,7 +52,7 @@ class ReWOO(Paradigm):
         # The plan's shape as a grammar for the embedded model (other servers: plain text).
         plan_format = {"type": REWOO_PLAN, "tools": [*ctx.executor.names, LLM],
                        "max_steps": params["max_plan_steps"]}
-        reply = await ctx.llm("planner", self._planner_messages(ctx, task),
+        reply = await ctx.llm("planner", self._planner_messages(ctx, task, params["few_shot"]),
                               response_format=plan_format)
         raw = reply.text or ""
         try:
@@ -81,13 +81,14 @@ class ReWOO(Paradigm):
                                     for s, e in zip(steps, evidence, strict=True))
         return await self._solve(ctx, task, plan_evidence)
 
-    def _planner_messages(self, ctx: RunContext, task: str) -> list[dict[str, Any]]:
+    def _planner_messages(self, ctx: RunContext, task: str,
+                          few_shot: list[dict[str, Any]]) -> list[dict[str, Any]]:
         prompt = fill(load_prompt("rewoo_planner.txt"), tools=ctx.executor.describe() or "(none)",
                       format=REWOO_FORMAT)
         if ctx.system_prompt:
             prompt = f"{ctx.system_prompt}\n\n{prompt}"
         return [{"role": "system", "content": prompt},
-                *example_turns(self.params_of(ctx).get("few_shot")), *ctx.history,
+                *example_turns(few_shot), *ctx.history,
                 {"role": "user", "content": f"Task: {task}"}]
 
     async def _solve(self, ctx: RunContext, task: str, plan_evidence: str) -> str:

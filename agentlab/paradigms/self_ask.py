@@ -76,8 +76,8 @@ class SelfAsk(Paradigm):
         self.markers = params.get("markers") or {}
         self.answers: list[tuple[str, str]] = []  # (follow-up, intermediate answer), in order
         self.answerer, self.tool_arg = self._check_answerer(params)
-        messages = self._start(task)
-        at_least = min(params.get("min_follow_ups", 0), params["max_follow_ups"])
+        messages = self._start(task, params["few_shot"])
+        at_least = min(params["min_follow_ups"], params["max_follow_ups"])
         while True:
             stop = stop_words(self.markers, "intermediate_answer", STOP[0].rstrip(":"))
             text = (await ctx.llm("agent", messages, stop=stop, max_tokens=MAX_TOKENS,
@@ -126,14 +126,14 @@ class SelfAsk(Paradigm):
         return {"type": SELF_ASK, "labels": labels, "first": first, "final": final,
                 "follow": follow}
 
-    def _start(self, task: str) -> list[dict[str, Any]]:
+    def _start(self, task: str, few_shot: list[dict[str, Any]]) -> list[dict[str, Any]]:
         who = ("by a language model" if self.answerer == LLM_ANSWERER
                else f"by the tool {self.answerer}")
         prompt = fill(load_prompt("self_ask_system.txt"), answerer=who)
         if self.ctx.system_prompt:
             prompt = f"{self.ctx.system_prompt}\n\n{prompt}"
-        few_shot = example_turns(self.params_of(self.ctx).get("few_shot"))
-        return [{"role": "system", "content": prompt}, *few_shot, *self.ctx.history,
+        return [{"role": "system", "content": prompt}, *example_turns(few_shot),
+                *self.ctx.history,
                 {"role": "user", "content": f"Question: {task}"}]
 
     async def _follow_up(self, question: str) -> str:

@@ -182,6 +182,7 @@ def test_every_page_as_a_newcomer_meets_it(tour, browser_page, live_url):
     tour.shoot("evals", "/evals/")
     page.select_option("select[name=suite]", label="Arithmetic")
     page.get_by_label("Calc agent (ReAct)", exact=True).check()
+    page.get_by_label("Only cases tagged").fill("math")
     page.get_by_role("button", name="Start the experiment").click()
     page.wait_for_url(re.compile(r"/evals/experiments/\d+/$"))
     expect(page.locator("[data-experiment-status]")).to_contain_text("scored", timeout=30_000)
