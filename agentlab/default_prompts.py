@@ -95,13 +95,30 @@ def planner() -> list[dict[str, Any]]:
 # (Plan lines in the ReAct thoughts' style, "The question asks for arithmetic: calculator gives
 # it.", measured worse: 42 % against 53 %, docs/PARADIGMS.md.)
 _REWOO_PLANS = [
+    ("How many customers in the business database are in Brazil?",
+     [("Count the customers in Brazil.",
+       "sql_query[SELECT COUNT(*) FROM customers WHERE country = 'Brazil']")]),
+    ("What is the category of the product with id 7 in the business database?",
+     [("Look up product 7.", "sql_query[SELECT category FROM products WHERE id = 7]")]),
+    ("Which city has the most customers in the business database?",
+     [("Count the customers of each city.",
+       "sql_query[SELECT city, COUNT(*) AS n FROM customers GROUP BY city ORDER BY n DESC "
+       "LIMIT 1]")]),
+    ("Review this Python code and name its most serious security problem:\n\n"
+     "import pickle\n\ndef load(data):\n    return pickle.loads(data)",
+     [("Check the code for security problems.",
+       "check_security[def load(data): return pickle.loads(data)]")]),
     ("Which is colder right now, Oslo or Rome?",
      [("Look up the weather in Oslo.", "get_weather[Oslo]"),
       ("Look up the weather in Rome.", "get_weather[Rome]"),
       ("Compare the two temperatures.", "LLM[Which is colder, Oslo: #E1 or Rome: #E2?]")]),
-    ("What is 12 * 7?", [("Work out 12 * 7.", "calculator[12 * 7]")]),
-    ("What is the AQI in Oslo?", [("Look up the air quality in Oslo.", "get_air_quality[Oslo]")]),
-    ("What is the weather in Rome?", [("Look up the weather in Rome.", "get_weather[Rome]")]),
+    ("What is (12 + 3) * 7?", [("Work out (12 + 3) * 7.", "calculator[(12 + 3) * 7]")]),
+    ("What is the AQI in Delhi?",
+     [("Look up the air quality in Delhi.", "get_air_quality[Delhi]")]),
+    ("What is the square root of 144?", [("Work out the square root of 144.",
+                                          "calculator[sqrt(144)]")]),
+    ("How warm is it in Rome right now, in °C?",
+     [("Look up the weather in Rome.", "get_weather[Rome]")]),
 ]
 
 

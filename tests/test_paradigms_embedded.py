@@ -71,3 +71,29 @@ async def test_a_default_agent_on_the_embedded_model_records_a_well_formed_trace
     assert roles <= {s.role for s in llm_steps}, {s.role for s in llm_steps}
     assert kinds <= {s.kind for s in steps}, {s.kind for s in steps}
     assert run.tokens_in == sum(s.tokens_in for s in llm_steps)
+
+
+@pytest.mark.parametrize(("question", "tool", "expected"), [
+    ("What is 17 * 23?", "calculator", "391"),
+    ("What is the temperature in Moscow right now, in °C?", "get_weather", "-2"),
+    ("Which country has the most customers in the business database?", "sql_query", "Brazil"),
+])
+async def test_the_default_rewoo_agent_answers_from_what_its_tool_found(
+        embedded_llm, staff, question, tool, expected):
+    """The default ReWOO agent on the embedded model (temperature 0): its plan calls the tool
+    the question needs, and the answer carries the tool's value (docs/PARADIGMS.md). Its
+    examples cover lookups, arithmetic, SQL and code review: `similar_last` shows each question
+    the ones like it (in their given order the SQL question got `get_weather[Customer]`)."""
+    def setup() -> Run:
+        load_defaults()
+        ModelProfile.objects.filter(name=EMBEDDED_PROFILE).update(
+            base_url=embedded_llm, temperature=0, timeout_s=60, retries=0)
+        return create_run(Agent.objects.get(name="ReWOO"), staff, question)
+
+    run = await sync_to_async(setup)()
+    await execute_run(run)
+    await run.arefresh_from_db()
+    tools = [s async for s in run.steps.filter(kind="tool")]
+    assert run.status == "succeeded", run.error
+    assert [s.name for s in tools] == [tool] and tools[0].status == "ok"
+    assert expected in run.final_answer, run.final_answer

@@ -125,6 +125,18 @@ async def test_the_planner_is_sent_its_examples_and_the_plan_shape() -> None:
                                                     "LLM"]}
 
 
+async def test_similar_last_puts_the_example_like_the_task_nearest_it() -> None:
+    tokyo = [{"role": "user", "content": "Task: Which is warmer, Rome or Tokyo?"},
+             {"role": "assistant", "content": "Plan: a\n#E1 = weather[Rome]\n"}]
+    sums = [{"role": "user", "content": "Task: What is 2 + 2?"},
+            {"role": "assistant", "content": "Plan: b\n#E1 = echo[2 + 2]\n"}]
+    params = {"few_shot": [*tokyo, *sums], "few_shot_order": "similar_last"}
+    _, _, model, _ = await run(PARALLEL_PLAN, params=params)
+    assert model.requests[0]["messages"][1:5] == [*sums, *tokyo]
+    _, _, model, _ = await run(PARALLEL_PLAN, params={**params, "few_shot_order": "given"})
+    assert model.requests[0]["messages"][1:5] == [*tokyo, *sums]
+
+
 async def test_llm_step_is_the_only_extra_call() -> None:
     plan = ("Plan: a\n#E1 = weather[Paris]\nPlan: b\n#E2 = weather[Tokyo]\n"
             "Plan: c\n#E3 = LLM[Which is warmer: #E1 or #E2?]")
@@ -135,6 +147,33 @@ async def test_llm_step_is_the_only_extra_call() -> None:
     assert llm[1].parent == sink.of_kind("plan")[0].seq
     assert "Which is warmer: Paris: 14 C or Tokyo: 16 C?" in json.dumps(model.requests[1])
     assert "#E3 = LLM[Which is warmer: #E1 or #E2?]\nEvidence: Tokyo" in solver_prompt(model)
+
+
+async def test_a_one_step_plan_with_a_plain_value_is_answered_without_a_solver() -> None:
+    """"391" to "What is 17 * 23?" is the answer: the 135M solver restated it as "409"."""
+    outcome, sink, model, _ = await run("Plan: Look it up.\n#E1 = weather[Tokyo]")
+    assert outcome.status == "succeeded" and outcome.answer == "Tokyo: 16 C"
+    assert [s.role for s in sink.of_kind("llm")] == ["planner"] and len(model.requests) == 1
+    assert sink.of_kind("final")[0].output == "Tokyo: 16 C"
+
+
+@pytest.mark.parametrize("plan", [
+    "Plan: a\n#E1 = broken[x]",  # an error is no answer
+    "Plan: a\n#E1 = echo[" + "long " * 30 + "]",  # nor a paragraph
+    'Plan: a\n#E1 = echo[{"text": "x"}]\nPlan: b\n#E2 = weather[Paris]',  # nor one of two
+])
+async def test_other_plans_are_answered_by_the_solver(plan: str) -> None:
+    outcome, sink, _, _ = await run(plan)
+    assert outcome.answer == "The answer."
+    assert [s.role for s in sink.of_kind("llm")] == ["planner", "solver"]
+
+
+async def test_the_solver_is_sent_its_examples_before_the_evidence() -> None:
+    examples = [{"role": "user", "content": "Task: What is 2 + 2?\nEvidence: 4"},
+                {"role": "assistant", "content": "4"}]
+    _, _, model, _ = await run(PARALLEL_PLAN, params={"solver_few_shot": examples})
+    solver = model.requests[-1]["messages"]
+    assert solver[:2] == examples and "compared Paris: 14 C" in solver[2]["content"]
 
 
 async def test_unknown_tool_is_an_error_fed_to_the_solver() -> None:

@@ -211,6 +211,17 @@ async def test_invalid_python_is_a_clear_error(ex):
     assert not result.ok and "not valid Python" in result.observation
 
 
+async def test_security_reviews_a_snippet_that_does_not_parse(ex):
+    """A one-line copy of a program (what a small model writes into a plan) is not valid Python,
+    yet its line-level problems are still found, and the report says the rest was not checked."""
+    snippet = 'import requests API_KEY = "live-1234567890abcdef" def fetch(url): pass'
+    report = await review(ex, "check_security", snippet, "python")
+    assert where(report, "hardcoded-secret") == {1: "high"}
+    assert "not valid Python" in report["summary"]["note"]
+    whole = await review(ex, "check_security", 'API_KEY = "live-1234567890abcdef"\n', "python")
+    assert "note" not in whole["summary"]
+
+
 async def test_language_enum_is_validated(ex):
     result = await ex.run("check_style", {"code": "x = 1", "language": "cobol"})
     assert not result.ok and result.error_type == "validation"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from functools import cache
 from importlib import resources
 
@@ -35,3 +37,31 @@ def few_shot_schema(description: str) -> dict:
 def example_turns(turns: list[dict] | None) -> list[dict]:
     """Copies of a params field's example turns, safe to append to."""
     return [dict(m) for m in turns or []]
+
+
+_WORD = re.compile(r"\w+")
+_COMMON = frozenset({"a", "an", "and", "are", "do", "does", "for", "how", "in", "is", "it", "many",
+                     "much", "of", "on", "or", "right", "now", "the", "this", "to", "what",
+                     "which", "who", "with"})
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.casefold())) - _COMMON
+
+
+def similar_last(turns: list[dict], task: str, keep: int = 0) -> list[dict]:
+    """Example turns in (user, assistant) pairs, reordered so that the pair whose user turn
+    shares the most words with `task` comes last (ties keep their order: with nothing in
+    common, the given order, whose last example is then the general one). A small model
+    imitates the example it read last (Liu et al. 2021, "What Makes Good In-Context Examples
+    for GPT-3?", put the most similar example nearest the question). `keep` > 0: only that
+    many, the most similar (examples of other kinds of task crowd a small model's prompt)."""
+    pairs = [turns[i:i + 2] for i in range(0, len(turns), 2)]
+    wanted = _words(task)
+
+    def score(pair: list[dict]) -> float:
+        words = _words(str(pair[0].get("content") or ""))
+        return len(words & wanted) / math.sqrt(len(words) * len(wanted) or 1)
+
+    ordered = sorted(pairs, key=score)
+    return [dict(m) for pair in ordered[-keep if keep > 0 else 0:] for m in pair]

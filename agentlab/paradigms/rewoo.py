@@ -3,6 +3,7 @@ Language Models"): a planner writes every tool call up front (`#E1 = Tool[input]
 them without the LLM (independent ones at the same time), and a solver answers once from the plan
 and the evidence — 2 LLM calls whatever the number of tools, plus one per `LLM[...]` step.
 
+A plan of one step whose evidence is a plain value (a number, a name) needs no solver: 1 call.
 A bad plan is never re-planned: unknown tools, undefined or duplicate variables and a reply with
 no steps become `error` steps, and their errors are the evidence the solver sees.
 """
@@ -14,12 +15,20 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from agentlab.llm.grammars import REWOO_PLAN
 from agentlab.paradigms._rewoo_worker import LLM, Worker, check_plan
 from agentlab.paradigms.parsing import REWOO_FORMAT, ParseError, PlanStep, parse_rewoo_plan
-from agentlab.paradigms.prompt_files import example_turns, few_shot_schema, fill, load_prompt
+from agentlab.paradigms.prompt_files import (
+    example_turns,
+    few_shot_schema,
+    fill,
+    load_prompt,
+    similar_last,
+)
 from agentlab.paradigms.registry import Paradigm, register_paradigm
 from traces.schema import Step
 
 if TYPE_CHECKING:
     from agentlab.runtime.context import RunContext
+
+PLAIN_CHARS = 120  # evidence up to this long, on one line, is an answer in itself
 
 
 @register_paradigm
@@ -40,6 +49,18 @@ class ReWOO(Paradigm):
             "few_shot": few_shot_schema(
                 "Example turns shown to the planner before the task: a task, then its plan "
                 "(a small model otherwise copies the prompt's one example, whatever the task)."),
+            "few_shot_order": {
+                "enum": ["given", "similar_last"], "default": "given",
+                "description": "similar_last: the planner's example most like the task comes "
+                               "last, where a small model imitates it (examples of many kinds "
+                               "of task then serve one agent)."},
+            "few_shot_keep": {
+                "type": "integer", "minimum": 0, "maximum": 12, "default": 0,
+                "description": "With similar_last: show only this many examples, the ones most "
+                               "like the task (0: all)."},
+            "solver_few_shot": few_shot_schema(
+                "Example turns shown to the solver before the task: a plan with its evidence, "
+                "then the answer (a small model otherwise describes the plan instead)."),
         },
         "additionalProperties": False,
     }
@@ -52,7 +73,9 @@ class ReWOO(Paradigm):
         # The plan's shape as a grammar for the embedded model (other servers: plain text).
         plan_format = {"type": REWOO_PLAN, "tools": [*ctx.executor.names, LLM],
                        "max_steps": params["max_plan_steps"]}
-        reply = await ctx.llm("planner", self._planner_messages(ctx, task, params["few_shot"]),
+        examples = (similar_last(params["few_shot"], task, params["few_shot_keep"])
+                    if params["few_shot_order"] == "similar_last" else params["few_shot"])
+        reply = await ctx.llm("planner", self._planner_messages(ctx, task, examples),
                               response_format=plan_format)
         raw = reply.text or ""
         try:
@@ -65,7 +88,7 @@ class ReWOO(Paradigm):
                                 text=f"no plan step could be read: {exc}", status="error",
                                 meta={"format_error": True}))
             plan_evidence = f"(error: the planner wrote no readable plan: {exc})"
-            return await self._solve(ctx, task, plan_evidence)
+            return await self._solve(ctx, task, plan_evidence, params)
         self.steps = steps
         plan = await ctx.emit(Step(kind="plan", role="planner", name="plan", input=raw,
                                    output=[_as_dict(s) for s in steps],
@@ -77,9 +100,13 @@ class ReWOO(Paradigm):
                 f"{steps[index].var} was not run: the plan has more than {limit} steps")
         self.worker = Worker(ctx, plan.seq)
         evidence = await self.worker.run(steps, problems)
+        if len(steps) == 1 and _plain(evidence[0]):
+            # One step whose evidence is a plain value ("391", "Cairo") answers the task: a
+            # solver would only restate it, and the 135M one restates it worse ("17 * 23 = 409").
+            return evidence[0]
         plan_evidence = "\n\n".join(f"{_line(s)}\nEvidence: {e}"
                                     for s, e in zip(steps, evidence, strict=True))
-        return await self._solve(ctx, task, plan_evidence)
+        return await self._solve(ctx, task, plan_evidence, params)
 
     def _planner_messages(self, ctx: RunContext, task: str,
                           few_shot: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -91,10 +118,12 @@ class ReWOO(Paradigm):
                 *example_turns(few_shot), *ctx.history,
                 {"role": "user", "content": f"Task: {task}"}]
 
-    async def _solve(self, ctx: RunContext, task: str, plan_evidence: str) -> str:
+    async def _solve(self, ctx: RunContext, task: str, plan_evidence: str,
+                     params: dict[str, Any]) -> str:
         prompt = fill(load_prompt("rewoo_solver.txt"), plan_evidence=plan_evidence, task=task)
         messages = [{"role": "system", "content": ctx.system_prompt}] if ctx.system_prompt else []
-        reply = await ctx.llm("solver", [*messages, {"role": "user", "content": prompt}])
+        reply = await ctx.llm("solver", [*messages, *example_turns(params["solver_few_shot"]),
+                                         {"role": "user", "content": prompt}])
         answer = (reply.text or "").strip()
         if answer:
             return answer
@@ -125,6 +154,13 @@ def _call(step: PlanStep) -> str:
 
 def _line(step: PlanStep) -> str:
     return f"Plan: {step.plan}\n{_call(step)}" if step.plan else _call(step)
+
+
+def _plain(evidence: str) -> bool:
+    """A short one-line value: not JSON, not an error, not a paragraph."""
+    text = evidence.strip()
+    return (0 < len(text) <= PLAIN_CHARS and "\n" not in text
+            and not text.startswith(("{", "[", "(error")))
 
 
 def _clip(text: str, limit: int = 300) -> str:

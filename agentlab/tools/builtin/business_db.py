@@ -218,5 +218,8 @@ def describe_table(table: Annotated[str, "table name, e.g. orders"]) -> dict:
 
 @tool(category="database")
 def sql_query(query: Annotated[str, "one SQLite SELECT statement"]) -> dict:
-    """Run one read-only SQL SELECT on the business database (at most 200 rows, 5 s)."""
+    """Run one read-only SQL SELECT on the business database (at most 200 rows, 5 s). Tables:
+    customers(id, name, email, country, city, segment, signup_date), orders(id, customer_id,
+    order_date, status, total), products(id, name, category, unit_price), order_items(id,
+    order_id, product_id, quantity, unit_price)."""
     return run_query(query)

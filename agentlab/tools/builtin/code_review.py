@@ -145,10 +145,17 @@ def check_security(code: CODE, language: LANG = "auto") -> dict:
             if (number, rule) not in flagged and re.search(pattern, line):
                 flagged.add((number, rule))
                 findings.append(_finding(severity, number, rule, message))
-    if lang == "python":
-        for number in _python_sql_calls(_parse(code)) - {n for n, _ in flagged}:
-            findings.append(_finding("high", number, "sql-injection",
-                                     "SQL built from strings reaches execute(): use parameters"))
+    if lang != "python":
+        return _report(lang, findings)
+    try:
+        tree = _parse(code)
+    except ValueError as exc:
+        # A snippet (a model's one-line copy, a fragment pasted in a review) still gets the
+        # line rules' findings; only the data flow below needs the whole program.
+        return _report(lang, findings, note=f"{exc}: checked line by line only")
+    for number in _python_sql_calls(tree) - {n for n, _ in flagged}:
+        findings.append(_finding("high", number, "sql-injection",
+                                 "SQL built from strings reaches execute(): use parameters"))
     return _report(lang, findings)
 
 

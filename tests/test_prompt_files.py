@@ -1,0 +1,39 @@
+"""Example turns reordered by what the task asks: the example most like the task comes last."""
+
+from __future__ import annotations
+
+from agentlab.paradigms.prompt_files import similar_last
+
+
+def pair(task: str, plan: str) -> list[dict]:
+    return [{"role": "user", "content": f"Task: {task}"}, {"role": "assistant", "content": plan}]
+
+
+EXAMPLES = [*pair("How many customers in the business database are in Brazil?", "sql"),
+            *pair("What is the square root of 144?", "sqrt"),
+            *pair("How warm is it in Rome, in °C?", "weather")]
+
+
+def plans(turns: list[dict]) -> list[str]:
+    return [m["content"] for m in turns if m["role"] == "assistant"]
+
+
+def test_the_most_similar_example_comes_last_with_its_own_answer() -> None:
+    ordered = similar_last(EXAMPLES, "How many orders in the business database were cancelled?")
+    assert plans(ordered) == ["sqrt", "weather", "sql"]
+    assert ordered[-2]["content"].startswith("Task: How many customers")  # pairs stay whole
+    assert plans(similar_last(EXAMPLES, "What is the square root of 1764?"))[-1] == "sqrt"
+
+
+def test_a_task_like_none_keeps_the_given_order() -> None:
+    """Question words ("what", "how many", "is") are not a likeness: the last given example,
+    the general one, stays last."""
+    assert plans(similar_last(EXAMPLES, "What is 17 * 23?")) == ["sql", "sqrt", "weather"]
+    assert plans(similar_last(EXAMPLES, "How many people live here?")) == ["sql", "sqrt",
+                                                                           "weather"]
+
+
+def test_the_given_turns_are_not_changed() -> None:
+    ordered = similar_last(EXAMPLES, "square root")
+    ordered[0]["content"] = "changed"
+    assert "changed" not in [m["content"] for m in EXAMPLES]
