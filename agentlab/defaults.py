@@ -71,6 +71,8 @@ DEFAULT_AGENTS = [
                  limits={"total_timeout_s": 90}, tools=LOOKUPS),
     DefaultAgent("Reflexion", "reflexion", limits={"total_timeout_s": 90},
                  tools=["calculator"]),
+    # More than its demo needs: the demo suite's SQL and code questions too. Its examples are
+    # shown by likeness to the task (the five nearest), so they do not crowd a weather prompt.
     DefaultAgent("ReWOO", "rewoo", {"few_shot": default_prompts.rewoo_planner(),
                                      "few_shot_order": "similar_last", "few_shot_keep": 5},
                  limits=QUICK, tools=[*LOOKUPS, "sql_query", "check_security"]),
