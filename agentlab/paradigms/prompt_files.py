@@ -55,7 +55,12 @@ def similar_last(turns: list[dict], task: str, keep: int = 0) -> list[dict]:
     common, the given order, whose last example is then the general one). A small model
     imitates the example it read last (Liu et al. 2021, "What Makes Good In-Context Examples
     for GPT-3?", put the most similar example nearest the question). `keep` > 0: only that
-    many, the most similar (examples of other kinds of task crowd a small model's prompt)."""
+    many, the most similar (examples of other kinds of task crowd a small model's prompt).
+    Turns that are not user/assistant pairs (tool turns, a missing reply) keep their order:
+    cutting them into pairs would give one example's answer to another's question."""
+    if len(turns) % 2 or any(t.get("role") != ("user", "assistant")[i % 2]
+                             for i, t in enumerate(turns)):
+        return example_turns(turns)
     pairs = [turns[i:i + 2] for i in range(0, len(turns), 2)]
     wanted = _words(task)
 

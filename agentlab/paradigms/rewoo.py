@@ -53,7 +53,8 @@ class ReWOO(Paradigm):
                 "enum": ["given", "similar_last"], "default": "given",
                 "description": "similar_last: the planner's example most like the task comes "
                                "last, where a small model imitates it (examples of many kinds "
-                               "of task then serve one agent)."},
+                               "of task then serve one agent); the examples must be "
+                               "user/assistant pairs, else they keep their order."},
             "few_shot_keep": {
                 "type": "integer", "minimum": 0, "maximum": 12, "default": 0,
                 "description": "With similar_last: show only this many examples, the ones most "
