@@ -32,13 +32,18 @@ STRUCTURE = {
 }
 
 
+def use_embedded(url: str, **profile: object) -> None:
+    """The default agents, on the embedded server under test, greedy."""
+    load_defaults()
+    ModelProfile.objects.filter(name=EMBEDDED_PROFILE).update(
+        base_url=url, temperature=0, timeout_s=60, retries=0, **profile)
+
+
 @pytest.mark.parametrize("name", NEW_PARADIGMS)
 async def test_a_default_agent_on_the_embedded_model_records_a_well_formed_trace(
         embedded_llm, staff, name):
     def setup() -> Run:
-        load_defaults()
-        ModelProfile.objects.filter(name=EMBEDDED_PROFILE).update(
-            base_url=embedded_llm, temperature=0, max_tokens=128, timeout_s=60, retries=0)
+        use_embedded(embedded_llm, max_tokens=128)
         agent = Agent.objects.get(name=name)
         # Tight limits keep the suite short; the trace must be complete however the run ends.
         agent.max_llm_calls, agent.total_timeout_s = 8, 90
@@ -85,9 +90,7 @@ async def test_the_default_rewoo_agent_answers_from_what_its_tool_found(
     examples cover lookups, arithmetic, SQL and code review: `similar_last` shows each question
     the ones like it (in their given order the SQL question got `get_weather[Customer]`)."""
     def setup() -> Run:
-        load_defaults()
-        ModelProfile.objects.filter(name=EMBEDDED_PROFILE).update(
-            base_url=embedded_llm, temperature=0, timeout_s=60, retries=0)
+        use_embedded(embedded_llm)
         return create_run(Agent.objects.get(name="ReWOO"), staff, question)
 
     run = await sync_to_async(setup)()

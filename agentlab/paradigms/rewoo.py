@@ -89,7 +89,7 @@ class ReWOO(Paradigm):
                                 text=f"no plan step could be read: {exc}", status="error",
                                 meta={"format_error": True}))
             plan_evidence = f"(error: the planner wrote no readable plan: {exc})"
-            return await self._solve(ctx, task, plan_evidence, params)
+            return await self._solve(ctx, task, plan_evidence, params["solver_few_shot"])
         self.steps = steps
         plan = await ctx.emit(Step(kind="plan", role="planner", name="plan", input=raw,
                                    output=[_as_dict(s) for s in steps],
@@ -107,7 +107,7 @@ class ReWOO(Paradigm):
             return evidence[0]
         plan_evidence = "\n\n".join(f"{_line(s)}\nEvidence: {e}"
                                     for s, e in zip(steps, evidence, strict=True))
-        return await self._solve(ctx, task, plan_evidence, params)
+        return await self._solve(ctx, task, plan_evidence, params["solver_few_shot"])
 
     def _planner_messages(self, ctx: RunContext, task: str,
                           few_shot: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -120,10 +120,10 @@ class ReWOO(Paradigm):
                 {"role": "user", "content": f"Task: {task}"}]
 
     async def _solve(self, ctx: RunContext, task: str, plan_evidence: str,
-                     params: dict[str, Any]) -> str:
+                     examples: list[dict[str, Any]]) -> str:
         prompt = fill(load_prompt("rewoo_solver.txt"), plan_evidence=plan_evidence, task=task)
         messages = [{"role": "system", "content": ctx.system_prompt}] if ctx.system_prompt else []
-        reply = await ctx.llm("solver", [*messages, *example_turns(params["solver_few_shot"]),
+        reply = await ctx.llm("solver", [*messages, *example_turns(examples),
                                          {"role": "user", "content": prompt}])
         answer = (reply.text or "").strip()
         if answer:
