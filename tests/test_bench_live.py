@@ -11,7 +11,14 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from agentlab.bench.stack import _reply, tool_calls_for
-from agentlab.bench.watch import CLOCK_END, CLOCK_RECORDED, CLOCK_SENT, latency_ms, percentile
+from agentlab.bench.watch import (
+    CLOCK_END,
+    CLOCK_RECORDED,
+    CLOCK_SENT,
+    latency_ms,
+    percentile,
+    stage_ms,
+)
 
 
 def test_a_tiny_bench_prints_the_table_and_the_goals(tmp_path, capsys):
@@ -58,6 +65,9 @@ def test_both_profiles_side_by_side_with_a_paced_model(tmp_path, capsys):
     assert "goal throughput ≥ 1.5× one process (at 2 runs):" in out
     assert "goal CPU < 1.5 ms/step, all processes (at 2 runs):" in out
     assert "ms in PostgreSQL and Redis" in out
+    assert "the whole machine used" in out and "cores busy" in out
+    assert "the ceiling here: " in out and "ms of CPU per step; one process" in out
+    assert "ms per stage: row written" in out and "Redis → web" in out
     # --calls: what the scale profile asked its servers, per step (only it has servers)
     assert out.count("  per step (8 steps): SQL statements ") == 1
     assert re.search(r'\n +\d+\.\d{3}  sql   INSERT INTO "traces_step"', out)
@@ -70,6 +80,13 @@ def test_both_profiles_side_by_side_with_a_paced_model(tmp_path, capsys):
         assert level["model_ms_per_call"] >= 50  # the pacing reached the runs
     assert figures["scale"][0]["servers_cpu_ms_per_step"] > 0
     assert figures["web"][0]["servers_cpu_ms_per_step"] is None
+    # Where the time went: a worker's events cross Redis; one process's go straight out.
+    scale_stages, web_stages = figures["scale"][0]["stages_ms"], figures["web"][0]["stages_ms"]
+    assert {"worker queue", "Redis → web", "web → browser"} <= set(scale_stages)
+    assert set(web_stages) == {"row written", "committed → browser"}
+    for stages in (scale_stages, web_stages):
+        assert all(0 <= v["p50"] <= v["p95"] < 5000 for v in stages.values())
+    assert figures["scale"][0]["machine_cores_busy"] > 0
 
 
 def test_bad_numbers_are_refused_before_anything_starts():
@@ -88,6 +105,17 @@ def test_latency_uses_the_recorders_stamp_when_the_frame_has_one():
     assert latency_ms({"step": step, "sent_at": 100.9}, 101.0) == pytest.approx(
         (100.0, CLOCK_SENT))
     assert latency_ms({"step": step}, 101.0) == pytest.approx((500.0, CLOCK_END))
+
+
+def test_a_frame_of_the_scale_profile_splits_its_time_by_stage():
+    frame = {"recorded_at": 100.000, "sent_at": 100.010, "out_at": 100.015,
+             "heard_at": 100.018}
+    assert stage_ms(frame, 100.020) == pytest.approx({
+        "row written": 10.0, "worker queue": 5.0, "Redis → web": 3.0, "web → browser": 2.0,
+        "committed → browser": 10.0})
+    # One process's frames never cross Redis: no stamps for those stages, no figures.
+    assert set(stage_ms({"recorded_at": 1.0, "sent_at": 1.5}, 2.0)) == {
+        "row written", "committed → browser"}
 
 
 def test_percentile_is_nearest_rank():

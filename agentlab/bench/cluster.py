@@ -46,6 +46,19 @@ def process_cpu_ms(pid: int, *, reaped_children: bool = False) -> float | None:
     return ticks * 1000 / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_ms() -> float | None:
+    """CPU every process of the machine has used so far (all cores, /proc/stat), in ms: the
+    bench's own browser stand-in and model server included, which share the cores with the
+    app. None where there is no /proc."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except (OSError, IndexError):
+        return None
+    ticks = [int(f) for f in fields]
+    busy = sum(ticks) - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)  # less idle, iowait
+    return busy * 1000 / os.sysconf("SC_CLK_TCK")
+
+
 def children(pid: int) -> list[int]:
     try:
         return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -91,7 +104,7 @@ class Cluster:
                 servers += sum(process_cpu_ms(c) or 0.0 for c in children(master))
         if self.redis is not None and self.redis.process is not None:
             servers += process_cpu_ms(self.redis.process.pid) or 0.0
-        return {"app": app, "servers": servers}
+        return {"app": app, "servers": servers, "machine": machine_cpu_ms() or 0.0}
 
     def calls(self) -> Counter[str]:
         """What the servers were asked so far, by name: the statements PostgreSQL ran

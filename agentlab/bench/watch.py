@@ -38,6 +38,23 @@ def latency_ms(frame: dict[str, Any], arrived: float) -> tuple[float, str]:
     return (arrived - end) * 1000, CLOCK_END
 
 
+# Where a step frame's time went, from the stamps it carries (agentlab.live.consumers.CLOCKS).
+STAGES = (("row written", "recorded_at", "sent_at"),
+          ("worker queue", "sent_at", "out_at"),  # committed → leaving for Redis
+          ("Redis → web", "out_at", "heard_at"),  # the layer, and the web process's receive
+          ("web → browser", "heard_at", None),  # render, socket, this process's read
+          ("committed → browser", "sent_at", None))
+
+
+def stage_ms(frame: dict[str, Any], arrived: float) -> dict[str, float]:
+    out = {}
+    for name, start, end in STAGES:
+        a, b = frame.get(start), arrived if end is None else frame.get(end)
+        if isinstance(a, int | float) and isinstance(b, int | float):
+            out[name] = (b - a) * 1000
+    return out
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100); 0 for no values."""
     if not values:
@@ -62,6 +79,7 @@ class Probe:
     done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop()
                                  .create_future())
     errors: list[str] = field(default_factory=list)
+    stages: dict[str, list[float]] = field(default_factory=dict)  # stage -> ms per frame
 
     def on_frame(self, frame: dict[str, Any], arrived: float) -> None:
         kind = frame.get("type")
@@ -70,6 +88,8 @@ class Probe:
             self.latencies_ms.append(ms)
             if self.clock == CLOCK_RECORDED and isinstance(frame.get("sent_at"), int | float):
                 self.committed_ms.append((arrived - frame["sent_at"]) * 1000)
+            for stage, ms in stage_ms(frame, arrived).items():
+                self.stages.setdefault(stage, []).append(ms)
         elif kind == "synced" and not self.synced.done():
             self.synced.set_result(True)
         elif kind == "final" and not self.done.done():
@@ -124,8 +144,11 @@ class LevelResult:
     # Time inside model.chat per LLM call: the instant server answers in well under 1 ms, so
     # this is mostly the openai SDK's own CPU (and the loop's queue), counted as model time.
     model_ms_per_call: float = 0.0
+    stages_ms: dict[str, dict[str, float]] = field(default_factory=dict)  # stage -> p50/p95
     server_cpu_ms_per_step: float | None = None  # the app's processes' CPU (bench_live fills it)
     servers_cpu_ms_per_step: float | None = None  # PostgreSQL's and Redis's (scale profile)
+    machine_cpu_ms_per_step: float | None = None  # every process's, this bench's own included
+    machine_cores_busy: float | None = None  # of os.cpu_count(), on average over the level
 
     @property
     def steps_per_s(self) -> float:
@@ -194,7 +217,17 @@ async def run_level(ports: list[int], cookie: str, run_ids: list[int],
         first_error=next((e for p in probes for e in p.errors), ""),
         committed_ms=[ms for p in probes for ms in p.committed_ms],
         model_ms_per_call=model / calls if calls else 0.0,
+        stages_ms=_stage_percentiles(probes),
     )
+
+
+def _stage_percentiles(probes: list[Probe]) -> dict[str, dict[str, float]]:
+    out = {}
+    for name, _start, _end in STAGES:
+        values = [ms for p in probes for ms in p.stages.get(name, [])]
+        if values:
+            out[name] = {"p50": percentile(values, 50), "p95": percentile(values, 95)}
+    return out
 
 
 def _step_rows(probe: Probe) -> int:

@@ -9,6 +9,7 @@ waits on one. Who may send what is `traces.access`'s policy, asked by the frame 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from typing import Any
 
@@ -31,6 +32,9 @@ OVERFLOW = 1013  # "try again later": the browser reconnects and re-syncs from t
 CONTROL_ACTIONS = ("pause", "resume", "step", "cancel", "edit", "approve", "deny")
 # The group's messages: one event, or several of them in order (fanout.BATCH).
 RUN_EVENTS = ("run.step", "run.token", "run.status", "run.approval", fanout.BATCH)
+# Stamps a step frame carries for `manage.py bench_live`: handed to the recorder, committed,
+# left the worker for Redis, heard by this process (the last two: scale profile only).
+CLOCKS = ("recorded_at", "sent_at", "out_at", "heard_at")
 # What each frame of the run socket needs (traces.access.RULES says who has it).
 RUN_FRAMES: dict[str, access.Action] = {
     "sync": "watch", "start": "control", "debug": "control",
@@ -186,7 +190,10 @@ class RunConsumer(LiveConsumer):
         # thread-sensitive executor thread every consumer in the process shares.
         if message["type"] in RUN_EVENTS:
             if fanout.from_elsewhere(message):  # this process's came directly
+                heard_at = time.time()
                 for event in fanout.unbatched(message):
+                    if "out_at" in event:
+                        event["heard_at"] = heard_at
                     self.hear(event)
         else:
             await super().dispatch(message)
@@ -196,7 +203,7 @@ class RunConsumer(LiveConsumer):
     async def run_step(self, event: dict[str, Any]) -> None:
         # A seq already sent is re-sent as an update: the browser replaces it by seq.
         frame = self.renderer.live_frame(event)
-        for clock in ("recorded_at", "sent_at"):  # for latency figures (bench_live)
+        for clock in CLOCKS:  # for latency figures (bench_live)
             if clock in event:
                 frame[clock] = event[clock]
         await self.send_json(frame)
