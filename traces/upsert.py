@@ -5,6 +5,11 @@ for every batch, ~1.1 ms of CPU for one row against ~0.17 ms for this (measured)
 recorder's writer runs it for every step a run records. Values still go through each field's
 `get_db_prep_save`, so JSON and datetimes are stored exactly as the ORM stores them. SQLite and
 PostgreSQL share the syntax; any other database gets the ORM's statement.
+
+On PostgreSQL the same statement also adds the new rows to their runs' `step_count`
+(`counting=True`: a data-modifying WITH; a row the upsert inserted has `xmax = 0`, one it
+updated has not): one round trip per batch of steps instead of four (BEGIN, the upsert, the
+counts, COMMIT), which was most of the SQL a worker's step cost (`bench_live --calls`).
 """
 
 from __future__ import annotations
@@ -40,17 +45,27 @@ def _insert_head(vendor: str) -> tuple[str, str, str]:
     return head, row, tail
 
 
-def upsert_steps(rows: Iterable[tuple[int, StepRecord]]) -> None:
-    """Insert or replace each (run id, step) row, keyed by run and seq."""
-    execute(statements(rows))
+def upsert_steps(rows: Iterable[tuple[int, StepRecord]]) -> bool:
+    """Insert or replace each (run id, step) row, keyed by run and seq; True when the new
+    rows were also counted on their runs (PostgreSQL), False when the caller counts them
+    (`add_step_counts`)."""
+    counting = counts_in_statement()
+    execute(statements(rows, counting=counting))
+    return counting
+
+
+def counts_in_statement() -> bool:
+    return connection.vendor == "postgresql"
 
 
 Statement = tuple[str, list[Any]] | list[Step]
 
 
-def statements(rows: Iterable[tuple[int, StepRecord]]) -> list[Statement]:
+def statements(rows: Iterable[tuple[int, StepRecord]], *, counting: bool = False
+               ) -> list[Statement]:
     """The statements that upsert the rows, their values already prepared: the CPU work,
-    which needs no transaction (the bundle importer does it before taking the write lock)."""
+    which needs no transaction (the bundle importer does it before taking the write lock).
+    `counting` (PostgreSQL only): each statement also adds its new rows to `step_count`."""
     objects = [Step.from_record(run_id, record) for run_id, record in rows]
     if not objects:
         return []
@@ -62,8 +77,18 @@ def statements(rows: Iterable[tuple[int, StepRecord]]) -> list[Statement]:
         chunk = objects[start:start + ROWS_PER_STATEMENT]
         params = [f.get_db_prep_save(getattr(obj, f.attname), connection)
                   for obj in chunk for f in FIELDS]
-        out.append((head + ", ".join([row] * len(chunk)) + tail, params))
+        sql = head + ", ".join([row] * len(chunk)) + tail
+        out.append((_counted(sql) if counting else sql, params))
     return out
+
+
+def _counted(upsert: str) -> str:
+    qn = connection.ops.quote_name
+    run, step_count = qn(Run._meta.db_table), qn("step_count")
+    return (f"WITH written AS ({upsert} RETURNING {qn('run_id')}, (xmax = 0) AS inserted) "
+            f"UPDATE {run} SET {step_count} = {run}.{step_count} + new.n "
+            f"FROM (SELECT {qn('run_id')}, count(*) AS n FROM written WHERE inserted "
+            f"GROUP BY {qn('run_id')}) AS new WHERE {run}.{qn('id')} = new.{qn('run_id')}")
 
 
 def execute(prepared: list[Statement]) -> None:

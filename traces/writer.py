@@ -29,7 +29,12 @@ from typing import Any, Protocol
 from django.db import connection, transaction
 
 from traces.schema import Step as StepRecord
-from traces.upsert import add_step_counts, upsert_steps
+from traces.upsert import (
+    ROWS_PER_STATEMENT,
+    add_step_counts,
+    counts_in_statement,
+    upsert_steps,
+)
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +155,11 @@ class Writer:
 
 
 def _committed(jobs: list[Job]) -> list[Any]:
-    with transaction.atomic():
+    if _one_statement(jobs):  # atomic by itself: no BEGIN and COMMIT to wait for
         outcomes, rows = _write_together(jobs)
+    else:
+        with transaction.atomic():
+            outcomes, rows = _write_together(jobs)
     for job in rows:  # only once committed: a rolled-back row is still new next time
         job.owner.saved().add(job.record.seq)
     return outcomes
@@ -169,12 +177,19 @@ def _write_together(jobs: list[Job]) -> tuple[list[Any], list[StepJob]]:
                 earlier.superseded = True
             latest[key] = job
     steps = list(latest.values())
-    upsert_steps((j.owner.run_id, j.record) for j in steps)
-    # Only a run's own recorder writes its steps, so it knows which seqs are new rows.
-    add_step_counts(Counter(j.owner.run_id for j in steps if j.record.seq not in j.owner.saved()))
+    if not upsert_steps((j.owner.run_id, j.record) for j in steps):
+        # Only a run's own recorder writes its steps, so it knows which seqs are new rows.
+        add_step_counts(Counter(j.owner.run_id for j in steps
+                                if j.record.seq not in j.owner.saved()))
     # Calls (statuses) after the steps: a run's status follows its steps.
     outcomes = [job.fn(*job.args) if isinstance(job, CallJob) else None for job in jobs]
     return outcomes, steps
+
+
+def _one_statement(jobs: list[Job]) -> bool:
+    """Steps only, few enough for one statement that also counts them (PostgreSQL)."""
+    return (counts_in_statement() and all(isinstance(job, StepJob) for job in jobs)
+            and len(jobs) <= ROWS_PER_STATEMENT)
 
 
 def _settle_all(settled: list[tuple[Job, asyncio.Future[Any], Any]]) -> None:
