@@ -110,14 +110,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_agentlab.sqlite3")}
 
 def redis_channel_layer(url: str) -> dict[str, Any]:
-    """The channels-redis layer on `url` (also what the tests' Redis fixtures install)."""
-    # channels-redis drops what a full channel would take beyond `capacity` (100 by default),
-    # silently for group sends: a socket whose run streams faster than its daphne drains would
-    # miss steps, its final among them. Each socket bounds its own queue instead
-    # (AGENTLAB_SOCKET_OUTBOX: past it, it closes and the browser re-syncs).
-    capacity = int(os.environ.get("AGENTLAB_CHANNEL_CAPACITY") or 5000)
-    return {"BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [url], "capacity": capacity}}
+    """The channels-redis layer on `url` (also what the tests' Redis fixtures install).
+
+    Its pub/sub layer, not the core one: a group message is one PUBLISH, which Redis pushes to
+    every process subscribed to the group, where the core layer reads the group's members (a
+    sorted set), runs a Lua script per message and has each reader poll its channel
+    (BZPOPMIN, and a clean-up script each time): 8 Redis commands per step fell to 1, and
+    CPU per step with them (`manage.py bench_live --profile scale`, docs/ARCHITECTURE.md). No
+    per-channel capacity either (the core layer dropped group sends past it, silently): each
+    socket bounds its own queue (AGENTLAB_SOCKET_OUTBOX: past it, it closes and the browser
+    re-syncs from the database). What pub/sub does not do — keep a message for a process
+    that is not listening — nothing here needs: a socket that joins reads what it missed from
+    the database."""
+    return {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [url]}}
 
 
 if redis_url := os.environ.get("REDIS_URL"):

@@ -1,7 +1,7 @@
 """A real Redis for the tests of the cross-process live path (a pytest plugin, loaded by
 conftest.py): one redis-server per test session on a free loopback port, its files in a temp
 folder, nothing saved; `redis_layer` makes it the channel layer of the test (channels-redis,
-as REDIS_URL does in production) and empties it afterwards."""
+as REDIS_URL does in production: its pub/sub layer) and empties it afterwards."""
 
 from __future__ import annotations
 
@@ -36,5 +36,4 @@ async def redis_layer(redis_url: str, settings: Any) -> Any:
     settings.CHANNEL_LAYERS = {"default": redis_channel_layer(redis_url)}
     layer = get_channel_layer()
     yield layer
-    await layer.flush()
-    await layer.close_pools()
+    await layer.flush()  # unsubscribes and closes this loop's connections

@@ -59,7 +59,8 @@ def test_channel_layer_is_redis_only_when_configured(tmp_path):
     layer = "settings.CHANNEL_LAYERS['default']['BACKEND']"
     assert _settings_in_subprocess(env, layer) == "channels.layers.InMemoryChannelLayer"
     env["REDIS_URL"] = "redis://127.0.0.1:6379/0"
-    assert _settings_in_subprocess(env, layer) == "channels_redis.core.RedisChannelLayer"
+    assert _settings_in_subprocess(env, layer) == \
+        "channels_redis.pubsub.RedisPubSubChannelLayer"
 
 
 def test_debug_is_off_unless_asked(tmp_path):

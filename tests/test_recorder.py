@@ -231,16 +231,18 @@ def test_one_failing_watcher_does_not_keep_the_others_from_a_step(caplog):
 async def test_a_layer_that_cannot_take_an_event_is_logged_and_the_run_goes_on(caplog):
     """An absent Redis (here: a real channels-redis layer pointed at a port nobody listens
     on) must never fail the run: the event is in the database, and the log says which."""
-    from channels_redis.core import RedisChannelLayer
+    from django.utils.module_loading import import_string
 
     from agentlab.bench.servers import free_port
+    from agentlab.settings import redis_channel_layer
 
-    layer = RedisChannelLayer(hosts=[f"redis://127.0.0.1:{free_port()}"])
+    config = redis_channel_layer(f"redis://127.0.0.1:{free_port()}")
+    layer = import_string(config["BACKEND"])(**config["CONFIG"])
     await fanout._send_safely(layer, 992, {"type": "run.step", "seq": 3})
     (record,) = [r for r in caplog.records if r.name == "traces.fanout"]
     assert record.getMessage() == "could not publish run.step for run 992"
     assert record.exc_info is not None
-    await layer.close_pools()
+    await layer.flush()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -27,7 +27,7 @@ SERVER_VARIABLES = frozenset({
     # runs on workers (docs/ARCHITECTURE.md "Runs on workers")
     "AGENTLAB_RUNS_ON", "AGENTLAB_TAKEOVER_S", "AGENTLAB_WORKER_GRACE_S", "AGENTLAB_WORKER_POOL",
     "AGENTLAB_DB_POOL",
-    "AGENTLAB_CONTROL_REPLY_S", "AGENTLAB_CHANNEL_CAPACITY",
+    "AGENTLAB_CONTROL_REPLY_S",
 })
 # OTEL_*: the exporter's endpoint and headers (a collector's auth token) are the server's own.
 SERVER_PREFIXES = ("DJANGO_", "OTEL_")

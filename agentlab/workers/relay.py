@@ -3,17 +3,20 @@
 A worker process listens on one channel of the channel layer (Redis in the scale profile) and
 adds it to the control group of every run it holds (`control_group`). A web process sends a
 control frame — already authorized there, per frame, by traces.access like any other — or a
-state request to that group with a reply channel of its own, and waits for the answer at most
-AGENTLAB_CONTROL_REPLY_S: the worker follows the frame on the run's RunControl and answers
-"done" or the ControlError's text, which the browser shows as it is. The effect (paused,
-running, an approval decided) reaches every watching browser as any step does: the worker
-records it, and fanout sends it to the run's watchers in every process.
+state request to that group with its reply channel (one per process and loop) and a request
+id, and waits for the answer at most AGENTLAB_CONTROL_REPLY_S: the worker follows the frame
+on the run's RunControl and answers "done" or the ControlError's text, which the browser
+shows as it is. The effect (paused, running, an approval decided) reaches every watching
+browser as any step does: the worker records it, and fanout sends it to the run's watchers in
+every process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
+import weakref
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -37,16 +40,55 @@ async def ask(run_id: int, message: dict[str, Any], timeout: float | None = None
     """Send `message` to the holder of the run and wait for its reply; None when nobody
     answered in time (no worker holds the run now)."""
     layer = get_channel_layer()
-    # The layer's default prefix: channels-redis reads every process-local channel through
-    # one list per prefix, which this process's consumers are already reading.
-    reply_to = await layer.new_channel()
-    await layer.group_send(control_group(run_id), {**message, "run_id": run_id,
-                                                   "reply_to": reply_to})
-    wait = settings.AGENTLAB_CONTROL_REPLY_S if timeout is None else timeout
+    replies = await _replies(layer)
+    request = uuid.uuid4().hex
+    answered = asyncio.get_running_loop().create_future()
+    replies.waiting[request] = answered
     try:
-        return await asyncio.wait_for(layer.receive(reply_to), wait)
+        await layer.group_send(control_group(run_id), {
+            **message, "run_id": run_id, "reply_to": replies.channel, "request": request})
+        wait = settings.AGENTLAB_CONTROL_REPLY_S if timeout is None else timeout
+        return await asyncio.wait_for(answered, wait)
     except TimeoutError:
         return None
+    finally:
+        replies.waiting.pop(request, None)
+
+
+class _Replies:
+    """The channel this process's loop hears replies on, one for every `ask`: a channel per
+    ask would stay subscribed on the pub/sub layer after its reply (channels has no way to
+    drop one). A reply names its request."""
+
+    def __init__(self, layer: Any, channel: str) -> None:
+        self.layer, self.channel = layer, channel
+        self.waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.task: asyncio.Task[None] | None = None
+
+    async def serve(self) -> None:
+        while True:
+            reply = await self.layer.receive(self.channel)
+            answered = self.waiting.pop(str(reply.get("request")), None)
+            if answered is not None and not answered.done():
+                answered.set_result(reply)
+
+
+_REPLIES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Replies] = \
+    weakref.WeakKeyDictionary()
+
+
+async def _replies(layer: Any) -> _Replies:
+    loop = asyncio.get_running_loop()
+    replies = _REPLIES.get(loop)
+    if replies is None or replies.layer is not layer or replies.task is None \
+            or replies.task.done():
+        channel = await layer.new_channel()
+        replies = _REPLIES.get(loop)  # another ask may have made one meanwhile
+        if replies is None or replies.layer is not layer or replies.task is None \
+                or replies.task.done():
+            replies = _REPLIES[loop] = _Replies(layer, channel)
+            replies.task = loop.create_task(replies.serve(), name="control-replies")
+    return replies
 
 
 class Relay:
@@ -94,7 +136,7 @@ class Relay:
                 reply["error"] = str(exc)
         elif control is not None and message.get("type") == "run.state":
             reply = {"type": "run.reply", "ok": True, "state": engine.local_state(control)}
-        await self.layer.send(reply_to, reply)
+        await self.layer.send(reply_to, {**reply, "request": message.get("request")})
 
 
 RELAY: list[Relay] = []  # this worker process's relay, once started (agentlab.workers.job)
