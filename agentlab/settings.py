@@ -115,13 +115,13 @@ def redis_channel_layer(url: str) -> dict[str, Any]:
     Its pub/sub layer, not the core one: a group message is one PUBLISH, which Redis pushes to
     every process subscribed to the group, where the core layer reads the group's members (a
     sorted set), runs a Lua script per message and has each reader poll its channel
-    (BZPOPMIN, and a clean-up script each time): 8 Redis commands per step fell to 1, and
-    CPU per step with them (`manage.py bench_live --profile scale`, docs/ARCHITECTURE.md). No
-    per-channel capacity either (the core layer dropped group sends past it, silently): each
-    socket bounds its own queue (AGENTLAB_SOCKET_OUTBOX: past it, it closes and the browser
-    re-syncs from the database). What pub/sub does not do — keep a message for a process
-    that is not listening — nothing here needs: a socket that joins reads what it missed from
-    the database."""
+    (BZPOPMIN, and a clean-up script each time): 3.2 Redis commands a step became 0.75, and
+    CPU and latency fell with them (`manage.py bench_live --profile scale`; the figures are in
+    docs/ARCHITECTURE.md). No per-channel capacity either (the core layer dropped group sends
+    past it, silently): each socket bounds its own queue (AGENTLAB_SOCKET_OUTBOX). Pub/sub
+    keeps nothing for a process that does not listen yet, and nothing needs it to: a socket
+    subscribes to its run's group when it is admitted and reads the steps it lacks from the
+    database only when the browser's `sync` comes, a round trip later."""
     return {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             "CONFIG": {"hosts": [url]}}
 
