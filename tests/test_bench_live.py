@@ -70,7 +70,8 @@ def test_both_profiles_side_by_side_with_a_paced_model(tmp_path, capsys):
     assert "ms per stage: row written" in out and "Redis → web" in out
     # --calls: what the scale profile asked its servers, per step (only it has servers)
     assert out.count("  per step (8 steps): SQL statements ") == 1
-    assert re.search(r'\n +\d+\.\d{3}  sql   INSERT INTO "traces_step"', out)
+    # The step rows and their count on the run: one statement (traces/upsert.py)
+    assert re.search(r'\n +\d+\.\d{3}  sql   WITH written AS \(INSERT INTO "traces_step"', out)
     assert re.search(r"\n +\d+\.\d{3}  redis \w+", out)
     figures = json.loads(out_file.read_text())
     for profile in ("web", "scale"):
