@@ -39,11 +39,12 @@ def latency_ms(frame: dict[str, Any], arrived: float) -> tuple[float, str]:
 
 
 # Where a step frame's time went, from the stamps it carries (agentlab.live.consumers.CLOCKS).
+COMMITTED = "committed → browser"
 STAGES = (("row written", "recorded_at", "sent_at"),
           ("worker queue", "sent_at", "out_at"),  # committed → leaving for Redis
           ("Redis → web", "out_at", "heard_at"),  # the layer, and the web process's receive
           ("web → browser", "heard_at", None),  # render, socket, this process's read
-          ("committed → browser", "sent_at", None))
+          (COMMITTED, "sent_at", None))
 
 
 def stage_ms(frame: dict[str, Any], arrived: float) -> dict[str, float]:
@@ -69,7 +70,6 @@ class Probe:
 
     run_id: int
     latencies_ms: list[float] = field(default_factory=list)
-    committed_ms: list[float] = field(default_factory=list)  # commit -> arrival
     clock: str = ""
     totals: dict[str, Any] = field(default_factory=dict)
     status: str = ""
@@ -86,8 +86,6 @@ class Probe:
         if kind == "step" and self.synced.done():
             ms, self.clock = latency_ms(frame, arrived)
             self.latencies_ms.append(ms)
-            if self.clock == CLOCK_RECORDED and isinstance(frame.get("sent_at"), int | float):
-                self.committed_ms.append((arrived - frame["sent_at"]) * 1000)
             for stage, ms in stage_ms(frame, arrived).items():
                 self.stages.setdefault(stage, []).append(ms)
         elif kind == "synced" and not self.synced.done():
@@ -215,7 +213,7 @@ async def run_level(ports: list[int], cookie: str, run_ids: list[int],
         overhead_ms_per_step=own / rows if rows else 0.0,
         failed=sum(p.status != "succeeded" for p in probes),
         first_error=next((e for p in probes for e in p.errors), ""),
-        committed_ms=[ms for p in probes for ms in p.committed_ms],
+        committed_ms=[ms for p in probes for ms in p.stages.get(COMMITTED, [])],
         model_ms_per_call=model / calls if calls else 0.0,
         stages_ms=_stage_percentiles(probes),
     )

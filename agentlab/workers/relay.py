@@ -63,9 +63,12 @@ class _Replies:
     def __init__(self, layer: Any, channel: str) -> None:
         self.layer, self.channel = layer, channel
         self.waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self.task: asyncio.Task[None] | None = None
+        self.task = asyncio.get_running_loop().create_task(self._serve(), name="control-replies")
 
-    async def serve(self) -> None:
+    def serves(self, layer: Any) -> bool:
+        return self.layer is layer and not self.task.done()
+
+    async def _serve(self) -> None:
         while True:
             reply = await self.layer.receive(self.channel)
             answered = self.waiting.pop(str(reply.get("request")), None)
@@ -79,15 +82,11 @@ _REPLIES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Replies] = \
 
 async def _replies(layer: Any) -> _Replies:
     loop = asyncio.get_running_loop()
-    replies = _REPLIES.get(loop)
-    if replies is None or replies.layer is not layer or replies.task is None \
-            or replies.task.done():
+    if (replies := _REPLIES.get(loop)) is None or not replies.serves(layer):
         channel = await layer.new_channel()
-        replies = _REPLIES.get(loop)  # another ask may have made one meanwhile
-        if replies is None or replies.layer is not layer or replies.task is None \
-                or replies.task.done():
+        # Another ask may have made one while this one waited for its channel.
+        if (replies := _REPLIES.get(loop)) is None or not replies.serves(layer):
             replies = _REPLIES[loop] = _Replies(layer, channel)
-            replies.task = loop.create_task(replies.serve(), name="control-replies")
     return replies
 
 
