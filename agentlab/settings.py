@@ -194,8 +194,20 @@ AGENTLAB_BACKFILL_PAGE = env_int("AGENTLAB_BACKFILL_PAGE", 200)
 # "web": asyncio tasks of the web process (the embedded default). "workers": procrastinate jobs
 # run by `manage.py worker` processes; needs PostgreSQL (DATABASE_URL) and Redis (REDIS_URL).
 AGENTLAB_RUNS_ON = os.environ.get("AGENTLAB_RUNS_ON", "web").strip().lower() or "web"
-if AGENTLAB_RUNS_ON not in ("web", "workers"):
+RUN_ENGINES = {"web": "agentlab.runs.engine.InProcess",
+               "workers": "agentlab.workers.engine.WorkerEngine"}
+if AGENTLAB_RUNS_ON not in RUN_ENGINES:
     raise ValueError(f'AGENTLAB_RUNS_ON must be "web" or "workers", not {AGENTLAB_RUNS_ON!r}')
+# The class every start, control and state request of a run goes to (agentlab/runs/engine.py),
+# by dotted path, as Channels names its layer.
+AGENTLAB_RUN_ENGINE = RUN_ENGINES[AGENTLAB_RUNS_ON]
+# How the lower layers ask the higher ones without importing them (traces/hooks.py).
+AGENTLAB_HOOKS = {
+    "paradigm_name": "agentlab.hooks.paradigm_name",
+    "run_scores": "agentlab.hooks.run_scores",
+    "sweep": "agentlab.hooks.sweep",
+    "prepare_run": "agentlab.forks.record.prepare_for",
+}
 # A worker silent this long (no heartbeat, s) has its runs taken over by another worker.
 AGENTLAB_TAKEOVER_S = env_int("AGENTLAB_TAKEOVER_S", 10)
 # SIGTERM: a worker takes no new run and finishes the ones it holds for at most this long (s).

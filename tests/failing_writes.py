@@ -1,15 +1,15 @@
-"""Step rows that fail where the writer writes them (traces.writer.upsert_steps), as a full
+"""Step rows that fail where the writer writes them (agentlab.runs.writer.upsert_steps), as a full
 disk would: shared by the recorder's and the honest-endings tests."""
 
 from __future__ import annotations
 
 from django.db import OperationalError
 
-from traces import writer
+from agentlab.runs import writer
 
 
 def failing_rows(kind: str, *, times: int | None):
-    """traces.writer.upsert_steps, except that its first `times` batches holding a step of
+    """agentlab.runs.writer.upsert_steps, except that its first `times` batches holding a step of
     `kind` raise (None: all of them); `.failures` counts them."""
     real = writer.upsert_steps
 

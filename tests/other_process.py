@@ -15,9 +15,9 @@ TOKENS = ("six ", "times ", "seven")
 
 
 async def record(run_id: int) -> None:
+    from agentlab.runs.recorder import Recorder
+    from agentlab.runs.registry import REGISTRY
     from tests.waiting import await_until
-    from traces.recorder import Recorder
-    from traces.run_registry import REGISTRY
     from traces.schema import Step
 
     recorder = Recorder(run_id)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import async_to_sync
 
-from agentlab.evals import engine as evals
 from agentlab.evals import on_workers, pairs
+from agentlab.evals import runner as evals
 from agentlab.evals.models import Case, Result, Suite
 from agentlab.workers import job
 from tests.factories import make_agents, scripted_profile

@@ -11,7 +11,7 @@ from channels.testing import WebsocketCommunicator
 from agentlab.asgi import application
 from agentlab.chat.models import ChatTurn, Conversation
 from agentlab.chat.turns import history_of
-from agentlab.live import control as live
+from agentlab.runs import control as run_control
 from tests.fake_openai import Reply
 from tests.test_consumers import agent, headers  # noqa: F401 (agent: a fixture)
 from tests.waiting import await_until
@@ -148,8 +148,8 @@ def test_history_skips_turns_without_an_answer(conversation, user, agent):  # no
 
 async def _finished(run_id: int) -> None:
     async def finished() -> bool:
-        return live.get(run_id) is None and (await Run.objects.aget(pk=run_id)).status not in (
-            "queued", "running", "paused")
+        status = (await Run.objects.aget(pk=run_id)).status
+        return run_control.get(run_id) is None and status not in ("queued", "running", "paused")
 
     await await_until(finished, message=f"run {run_id} finishes")
 

@@ -197,7 +197,7 @@ def test_a_name_taken_in_the_admin_is_refused_with_both_places(scripted):
 
 async def test_a_code_run_shows_replays_and_diffs_like_any_run(scripted, user, client):
     from agentlab.forks.plans import plan_replay
-    from agentlab.runs.tasks import execute_run
+    from agentlab.runs.execution import execute_run
 
     scripted.script(Reply(tool_calls=[("get_weather", '{"city": "Paris"}')]),
                     Reply(text="Paris is sunny: go."))

@@ -14,11 +14,11 @@ from asgiref.sync import sync_to_async
 
 from agentlab.compare.models import Comparison, ComparisonEntry
 from agentlab.compare.summary import pairs, summarize
-from agentlab.runs import tasks
+from agentlab.runs import execution
+from agentlab.runs.registry import REGISTRY
 from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import Reply
 from traces.models import Run
-from traces.run_registry import REGISTRY
 
 
 def fig(name, status="succeeded", steps=4, llm=2, tools=1, tin=100, tout=20, cost=0.01,
@@ -118,14 +118,14 @@ def test_a_blank_question_is_refused(client, user, agents):
 async def test_posting_starts_one_run_per_agent_concurrently(async_client, user, agents,
                                                                fake_llm, monkeypatch):
     fake_llm.responder = lambda body: Reply(text="It is 42.", usage=(30, 6))
-    launched = {}  # run id -> its task, as tasks.launch made it (a run may end before we look)
-    launch = tasks.launch
+    launched = {}  # run id -> its task, as execution.launch made it (a run may end before we look)
+    launch = execution.launch
 
     def recording_launch(run, **hooks):
         launched[run.pk] = task = launch(run, **hooks)
         return task
 
-    monkeypatch.setattr(tasks, "launch", recording_launch)
+    monkeypatch.setattr(execution, "launch", recording_launch)
     await async_client.aforce_login(user)
     chosen = [agents[0], agents[1], agents[2]]
     resp = await async_client.post("/compare/", {"question": "What is 6*7?",

@@ -13,6 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agentlab.live import consumers
+from agentlab.runs.recorder import Recorder
 from tests.test_consumers import (  # noqa: F401  (stop_runs: a fixture)
     connect,
     frames_until,
@@ -21,7 +22,6 @@ from tests.test_consumers import (  # noqa: F401  (stop_runs: a fixture)
     synced,
 )
 from traces.models import Run
-from traces.recorder import Recorder
 from traces.schema import Step as StepRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,14 +14,14 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from agentlab.asgi import application
-from agentlab.live import control as live
 from agentlab.models import Tool
+from agentlab.runs import control as run_control
+from agentlab.runs import fanout
+from agentlab.runs.registry import REGISTRY
 from agentlab.runs.snapshot import create_run
 from tests.fake_openai import Reply
 from tests.waiting import await_until
-from traces import fanout
 from traces.models import Run
-from traces.run_registry import REGISTRY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,7 +46,7 @@ async def stop_runs():
     entries = REGISTRY.entries()
     for entry in entries:
         if entry.control is not None:
-            with contextlib.suppress(live.ControlError):
+            with contextlib.suppress(run_control.ControlError):
                 entry.control.cancel()
     await asyncio.gather(*[e.task for e in entries if e.task and not e.task.done()],
                          return_exceptions=True)
@@ -212,7 +212,7 @@ async def test_approval_waits_for_whoever_opens_the_run_later(
     await first.disconnect()
     await await_until(lambda: fanout.watchers(run.pk) == 0, message="the socket left")
     assert (await Run.objects.aget(pk=run.pk)).status == "paused"  # nobody decided: it waits
-    assert [s.name for s in live.get(run.pk).approvals()] == ["calculator"]
+    assert [s.name for s in run_control.get(run.pk).approvals()] == ["calculator"]
 
     later = await connect(run.pk, user)
     frames = await synced(later)
@@ -251,7 +251,7 @@ async def test_events_published_while_a_sync_reads_come_right_after_it(user, mon
     """A reconnecting page syncs from the database while the run goes on: what is recorded
     after its read (a step, a token) is held back and sent after `synced`, never dropped."""
     from agentlab.live import consumers
-    from traces.recorder import Recorder
+    from agentlab.runs.recorder import Recorder
     from traces.schema import Step as StepRecord
 
     run = await Run.objects.acreate(user=user, input="q", agent_name="t", paradigm="react",

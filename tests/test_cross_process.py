@@ -15,15 +15,15 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from agentlab.bench.servers import database_url
+from agentlab.runs import fanout
+from agentlab.runs.recorder import Recorder
+from agentlab.runs.registry import REGISTRY
 from tests.other_process import TOKENS
 from tests.test_consumers import connect, frames_until, is_type, new_seqs, synced
 from tests.waiting import await_until
-from traces import fanout
 from traces.models import Run, Step
-from traces.recorder import Recorder
-from traces.run_registry import REGISTRY
+from traces.owners import worker_id
 from traces.schema import Step as StepRecord
-from traces.workers import worker_id
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -140,7 +140,7 @@ async def test_a_burst_from_another_process_reaches_the_socket_whole(user, redis
 
     from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 
-    from traces.fanout import group_name
+    from agentlab.runs.fanout import group_name
 
     run = await a_run(user, status="running")
     comm = await connect(run.pk, user)

@@ -17,7 +17,7 @@ from agentlab.llm.client import OpenAIChatModel
 from agentlab.llm.embedded_server import PROMPT_LOG_ENV
 from agentlab.llm.local_server import LocalModelServer
 from agentlab.llm.types import ProfileConfig
-from traces.workers import pid_alive
+from traces.owners import pid_alive
 
 pytestmark = pytest.mark.embedded
 

@@ -14,7 +14,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from agentlab.evals import engine
+from agentlab.evals import runner
 from agentlab.evals.models import Case, Experiment, Result, Suite
 from agentlab.evals.summary import matrix
 from agentlab.models import Agent, ModelProfile
@@ -30,7 +30,7 @@ CASES = [("What is 2+2?", "4", ["sums"]), ("What is 3+1?", "4", ["sums"]),
 
 async def experiment_done(pk: int) -> None:
     """Wait for an experiment's task while it runs; a fast one may have ended already."""
-    if (task := engine.TASKS.get(pk)) is not None:
+    if (task := runner.TASKS.get(pk)) is not None:
         await asyncio.wait_for(task, 30)
     assert (await Experiment.objects.aget(pk=pk)).status not in ("queued", "running")
 
@@ -62,7 +62,7 @@ def finished(user, suite, agents, grid, status="succeeded"):
     """An experiment whose result for case i × agent j (agents by name) has score grid[i][j]
     (None: the run failed, an error result); agent j's runs cost (j+1)·0.001 $, take (j+1) s
     and use 100·(j+1)+10 tokens each."""
-    experiment = engine.create_experiment(user, suite, agents)
+    experiment = runner.create_experiment(user, suite, agents)
     _cases, _columns, cells = matrix(experiment)
     for i, row in enumerate(cells):
         for j, r in enumerate(row):
@@ -229,7 +229,7 @@ def test_the_matrix_and_summary_render_with_the_best_marked(client, user, suite,
 
 
 def test_while_it_runs_the_fragment_polls_and_shows_the_progress(client, user, suite, agents):
-    e = engine.create_experiment(user, suite, agents)
+    e = runner.create_experiment(user, suite, agents)
     first = e.results.order_by("case__position", "agent_name").first()
     Result.objects.filter(pk=first.pk).update(status="done", score=1.0, passed=True)
     Experiment.objects.filter(pk=e.pk).update(status="running")
@@ -246,7 +246,7 @@ def test_while_it_runs_the_fragment_polls_and_shows_the_progress(client, user, s
 
 
 def test_cancel_keeps_the_finished_results(client, user, suite, agents):
-    e = engine.create_experiment(user, suite, agents)
+    e = runner.create_experiment(user, suite, agents)
     kept = e.results.order_by("case__position", "agent_name").first()
     Result.objects.filter(pk=kept.pk).update(status="done", score=1.0, passed=True)
     client.force_login(user)
@@ -274,7 +274,7 @@ async def test_cancelling_a_running_experiment_stops_the_rest(async_client, user
                       message="the first pair is done")
     resp = await async_client.post(f"/evals/experiments/{e.pk}/cancel/")
     assert resp.status_code == 302
-    await asyncio.wait_for(engine.TASKS.get(e.pk) or asyncio.sleep(0), 20)
+    await asyncio.wait_for(runner.TASKS.get(e.pk) or asyncio.sleep(0), 20)
     statuses = [s async for s in e.results.values_list("status", flat=True)]
     assert "done" in statuses and "cancelled" in statuses
     assert not {"pending", "running"} & set(statuses)
@@ -321,7 +321,7 @@ def test_experiments_of_different_suites_cannot_be_compared(client, user, suite,
     a = finished(user, suite, agents, [[1.0, 1.0]] * 3)
     other = Suite.objects.create(name="Other")
     Case.objects.create(suite=other, position=1, question="Hi?", expected="hi")
-    b = engine.create_experiment(user, other, agents)
+    b = runner.create_experiment(user, other, agents)
     client.force_login(user)
     assert client.get(f"/evals/experiments/{a.pk}/compare/{b.pk}/").status_code == 404
     assert client.get(f"/evals/experiments/{a.pk}/compare/{a.pk}/").status_code == 404

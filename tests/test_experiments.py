@@ -16,13 +16,13 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from agentlab.evals import engine
+from agentlab.evals import runner
 from agentlab.evals.models import Case, Experiment, Result, Suite
 from agentlab.evals.summary import agent_summary, change_counts, compare, matrix
 from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import AtOnce, Fail
 from traces.models import Run
-from traces.workers import worker_id
+from traces.owners import worker_id
 
 with_db = pytest.mark.django_db(transaction=True)
 
@@ -56,10 +56,10 @@ async def test_the_concurrency_limit_is_respected_and_every_pair_is_a_recorded_r
     agents = await sync_to_async(make_agents)(profile, 2)
     suite = await sync_to_async(make_suite)(*[(f"What is {i} + {4 - i}?", "4", "numeric")
                                               for i in range(4)])
-    experiment = await sync_to_async(engine.create_experiment)(user, suite, agents,
+    experiment = await sync_to_async(runner.create_experiment)(user, suite, agents,
                                                                concurrency=3)
     seen = []
-    done = await engine.run_experiment(experiment.pk, on_progress=lambda d, t: seen.append((d, t)))
+    done = await runner.run_experiment(experiment.pk, on_progress=lambda d, t: seen.append((d, t)))
 
     assert done.status == "succeeded" and done.started_at and done.finished_at
     assert at_once.most == 3  # never more runs in flight than allowed (and the limit is used)
@@ -80,9 +80,9 @@ async def test_a_failing_case_does_not_stop_the_others(fake_llm, profile, user):
     suite = await sync_to_async(make_suite)(
         ("Capital of France?", "Paris", "exact"), ("boom?", "Paris", "exact"),
         ("Capital again?", "(", "regex"), ("And once more?", "paris", "contains"))
-    experiment = await sync_to_async(engine.create_experiment)(user, suite, agents,
+    experiment = await sync_to_async(runner.create_experiment)(user, suite, agents,
                                                                concurrency=1)
-    done = await engine.run_experiment(experiment.pk)
+    done = await runner.run_experiment(experiment.pk)
     got = await sync_to_async(results)(done)
 
     assert done.status == "succeeded"
@@ -102,9 +102,9 @@ async def test_seconds_per_run_caps_each_runs_timeout_but_never_raises_it(fake_l
                                        if "slow" in question_of(body) else "4")
     agents = await sync_to_async(make_agents)(profile, 1)
     suite = await sync_to_async(make_suite)(("slow?", "4", "exact"), ("2 + 2?", "4", "exact"))
-    experiment = await sync_to_async(engine.create_experiment)(user, suite, agents,
+    experiment = await sync_to_async(runner.create_experiment)(user, suite, agents,
                                                                concurrency=1, run_timeout_s=1)
-    done = await engine.run_experiment(experiment.pk)
+    done = await runner.run_experiment(experiment.pk)
     got = await sync_to_async(results)(done)
 
     slow = got[("slow?", "Agent 0")]  # cut at 1 s, not at the agent's limit (nor answered)
@@ -116,9 +116,9 @@ async def test_seconds_per_run_caps_each_runs_timeout_but_never_raises_it(fake_l
     agent = agents[0]
     agent.total_timeout_s = 5
     await sync_to_async(agent.save)()
-    again = await sync_to_async(engine.create_experiment)(user, suite, [agent],
+    again = await sync_to_async(runner.create_experiment)(user, suite, [agent],
                                                           run_timeout_s=600)
-    run = await sync_to_async(engine._start_pair)(
+    run = await sync_to_async(runner._start_pair)(
         await sync_to_async(lambda: again.results.first().pk)())
     assert run[2].agent_snapshot["limits"]["total_timeout_s"] == 5
 
@@ -138,12 +138,12 @@ async def test_a_cancelled_experiment_keeps_its_finished_results(fake_llm, profi
     suite = await sync_to_async(make_suite)(("first?", "42", "numeric"),
                                             ("second?", "42", "numeric"),
                                             ("third?", "42", "numeric"))
-    experiment = await sync_to_async(engine.create_experiment)(user, suite, agents,
+    experiment = await sync_to_async(runner.create_experiment)(user, suite, agents,
                                                                concurrency=1)
-    task = asyncio.get_running_loop().create_task(engine.run_experiment(experiment.pk))
+    task = asyncio.get_running_loop().create_task(runner.run_experiment(experiment.pk))
     try:
         assert await asyncio.to_thread(second_started.wait, 5)
-        assert await engine.acancel_experiment(experiment.pk) is True
+        assert await runner.acancel_experiment(experiment.pk) is True
         done = await asyncio.wait_for(task, 5)
     finally:
         release.set()
@@ -157,7 +157,7 @@ async def test_a_cancelled_experiment_keeps_its_finished_results(fake_llm, profi
     third = got[("third?", "Agent 0")]
     assert third.status == "cancelled" and third.run is None
     assert await sync_to_async(done.progress)() == (3, 3)
-    assert await engine.acancel_experiment(experiment.pk) is False  # already over
+    assert await runner.acancel_experiment(experiment.pk) is False  # already over
 
 
 @with_db
@@ -165,11 +165,11 @@ async def test_progress_is_published_to_the_experiment_group(fake_llm, profile, 
     fake_llm.responder = lambda body: "7"
     agents = await sync_to_async(make_agents)(profile, 1)
     suite = await sync_to_async(make_suite)(("3 + 4?", "7", "numeric"))
-    experiment = await sync_to_async(engine.create_experiment)(user, suite, agents)
+    experiment = await sync_to_async(runner.create_experiment)(user, suite, agents)
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(f"experiment-{experiment.pk}", channel)
-    await engine.run_experiment(experiment.pk)
+    await runner.run_experiment(experiment.pk)
     progress = await asyncio.wait_for(layer.receive(channel), 2)
     result = await sync_to_async(Result.objects.get)(experiment=experiment)
     assert progress == {"type": "experiment.progress", "done": 1, "total": 1,
@@ -182,12 +182,12 @@ def test_an_experiment_needs_agents_cases_and_a_judge_for_judged_cases(profile, 
     agents = make_agents(profile, 1)
     empty = Suite.objects.create(name="Empty")
     with pytest.raises(ValueError, match="has no cases"):
-        engine.create_experiment(user, empty, agents)
+        runner.create_experiment(user, empty, agents)
     with pytest.raises(ValueError, match="at least one agent"):
-        engine.create_experiment(user, empty, [])
+        runner.create_experiment(user, empty, [])
     judged = make_suite(("Explain tides.", "", "llm_judge"), name="Judged")
     with pytest.raises(ValueError, match="1 case\\(s\\) use the LLM judge"):
-        engine.create_experiment(user, judged, agents)
+        runner.create_experiment(user, judged, agents)
     assert not Experiment.objects.exists()  # nothing half-created
 
 
@@ -209,9 +209,9 @@ async def test_the_llm_judge_scores_with_its_own_profile_and_keeps_its_reasoning
         return suite
 
     suite = await sync_to_async(setup)()
-    experiment = await sync_to_async(engine.create_experiment)(user, suite, agents,
+    experiment = await sync_to_async(runner.create_experiment)(user, suite, agents,
                                                                judge_profile=profile)
-    await engine.run_experiment(experiment.pk)
+    await runner.run_experiment(experiment.pk)
     result = await sync_to_async(Result.objects.get)(experiment=experiment)
     assert (result.status, result.score, result.passed) == ("done", 0.8, True)
     assert result.scorer_detail["reasoning"] == "Mentions the moon."
@@ -233,9 +233,9 @@ async def test_an_unreadable_judge_reply_is_an_error_not_a_zero(fake_llm, profil
                                        in question_of(body) else "Because of the moon.")
     agents = await sync_to_async(make_agents)(profile, 1)
     suite = await sync_to_async(make_suite)(("Why tides?", "the moon", "llm_judge"))
-    experiment = await sync_to_async(engine.create_experiment)(user, suite, agents,
+    experiment = await sync_to_async(runner.create_experiment)(user, suite, agents,
                                                                judge_profile=profile)
-    done = await engine.run_experiment(experiment.pk)
+    done = await runner.run_experiment(experiment.pk)
     result = await sync_to_async(Result.objects.get)(experiment=experiment)
     assert result.status == "error" and result.score is None
     assert "judge: unreadable reply" in result.error
@@ -247,9 +247,9 @@ async def test_an_unreadable_judge_reply_is_an_error_not_a_zero(fake_llm, profil
 def test_rerun_copies_the_settings_and_points_at_the_earlier_experiment(profile, user):
     agents = make_agents(profile, 2)
     suite = make_suite(("a?", "a", "exact"), ("b?", "b", "exact"), ("c?", "c", "exact"))
-    first = engine.create_experiment(user, suite, agents, concurrency=4, case_limit=2,
+    first = runner.create_experiment(user, suite, agents, concurrency=4, case_limit=2,
                                      title="Baseline", judge_profile=profile, run_timeout_s=30)
-    again = engine.rerun(first)
+    again = runner.rerun(first)
     assert again.previous == first and again.status == "queued"
     assert (again.concurrency, again.case_limit, again.title, again.judge_profile,
             again.run_timeout_s) == (4, 2, "Baseline", profile, 30)
@@ -267,21 +267,21 @@ def test_tags_pick_the_cases_before_the_limit_and_a_rerun_keeps_them(profile, us
                           (["x"], ["y"], ["x", "z"], ["z"]), strict=True):
         case.tags = tags
         case.save()
-    first = engine.create_experiment(user, suite, agents, case_tags=["z", "x", " "],
+    first = runner.create_experiment(user, suite, agents, case_tags=["z", "x", " "],
                                      case_limit=2)
     assert first.case_tags == ["x", "z"]
     assert sorted(r.case.question for r in first.results.all()) == ["a?", "c?"]
-    again = engine.rerun(first)
+    again = runner.rerun(first)
     assert again.case_tags == ["x", "z"] and again.results.count() == 2
     with pytest.raises(ValueError, match="no case of the suite 'Arithmetic' is tagged sql"):
-        engine.create_experiment(user, suite, agents, case_tags=["sql"])
+        runner.create_experiment(user, suite, agents, case_tags=["sql"])
 
 
 @with_db
 def test_staff_rerunning_someone_elses_experiment_own_the_new_one(profile, user, staff):
     suite = make_suite(("a?", "a", "exact"))
-    first = engine.create_experiment(user, suite, make_agents(profile, 1))
-    assert engine.rerun(first, staff).user == staff
+    first = runner.create_experiment(user, suite, make_agents(profile, 1))
+    assert runner.rerun(first, staff).user == staff
 
 
 @with_db
@@ -291,21 +291,21 @@ def test_an_experiment_left_running_by_a_dead_process_is_marked_interrupted(prof
     dead = subprocess.Popen(["true"])
     dead.wait()
     host = socket.gethostname()
-    left = engine.create_experiment(user, suite, agents)
+    left = runner.create_experiment(user, suite, agents)
     Experiment.objects.filter(pk=left.pk).update(status="running", worker=f"{host}:{dead.pid}")
     first, second, third = left.results.order_by("case__position")
     Result.objects.filter(pk=first.pk).update(status="done", score=1.0, passed=True)
     Result.objects.filter(pk=second.pk).update(status="running")
-    alive = engine.create_experiment(user, suite, agents)  # this process: still running
+    alive = runner.create_experiment(user, suite, agents)  # this process: still running
     Experiment.objects.filter(pk=alive.pk).update(status="running", worker=worker_id())
 
-    assert engine.mark_interrupted() == 1
+    assert runner.mark_interrupted() == 1
     left.refresh_from_db()
     assert left.status == "interrupted" and left.finished_at and "stopped" in left.error
     statuses = dict(left.results.values_list("case__position", "status"))
     assert statuses == {1: "done", 2: "cancelled", 3: "cancelled"}  # what finished stays
     assert Experiment.objects.get(pk=alive.pk).status == "running"
-    assert engine.rerun(left).results.filter(status="pending").count() == 3
+    assert runner.rerun(left).results.filter(status="pending").count() == 3
 
 
 # -- summary, matrix, compare (hand-computed figures) ------------------------------------------

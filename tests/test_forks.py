@@ -12,12 +12,12 @@ from django.urls import reverse
 
 from agentlab.forks.plans import ForkError, NeedsAgent, plan_fork, plan_replay, plan_resume
 from agentlab.models import Agent, Tool
+from agentlab.runs.execution import execute_run
+from agentlab.runs.registry import REGISTRY
 from agentlab.runs.snapshot import create_run
-from agentlab.runs.tasks import execute_run
 from tests.fake_openai import Reply
 from traces.display.renderer import StepRenderer
 from traces.models import Run, Step
-from traces.run_registry import REGISTRY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,8 +16,8 @@ from django.core.management import call_command
 from django.test import Client
 
 from agentlab.models import Agent, Guardrail, ModelProfile, Tool
+from agentlab.runs.execution import execute_run
 from agentlab.runs.snapshot import create_run
-from agentlab.runs.tasks import execute_run
 from agentlab.tools.decorator import tool
 from agentlab.tools.registry import all_tools
 from tests.factories import scripted_profile

@@ -26,8 +26,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runtime", ("agentlab.runtime",)),
     ("paradigms", ("agentlab.paradigms",)),
     ("configuration", ("agentlab.models", "agentlab.profiles", "agentlab.tool_rows",
-                       "agentlab.guardrail_rows", "agentlab.mail", "agentlab.secrets",
-                       "agentlab.runs")),
+                       "agentlab.guardrail_rows", "agentlab.mail", "agentlab.secrets")),
+    # A run's one home in a process: create, start, execute, control, record, publish.
+    ("runs", ("agentlab.runs",)),
     ("features", ("agentlab.chat", "agentlab.compare", "agentlab.evals", "agentlab.dashboard",
                   "agentlab.forks", "agentlab.live", "agentlab.bench", "agentlab.code_agents",
                   "agentlab.workers")),
@@ -36,7 +37,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # The pure core: unit-tested without a database.
 PURE = ("agentlab.llm", "agentlab.tools", "agentlab.guardrails", "agentlab.runtime",
         "agentlab.paradigms", "traces.schema", "traces.diff")
-PURE_MAY_USE = ("traces.schema", "traces.workers", "traces.diff", "traces.redact",
+PURE_MAY_USE = ("traces.schema", "traces.owners", "traces.diff", "traces.redact",
                 "agentlab.paths")
 NOT_PURE = ("django.db", "django.contrib", "channels")
 

@@ -1,4 +1,4 @@
-"""RunControl (agentlab/live/control.py): pause, step, breakpoints, edits, approvals, cancel.
+"""RunControl (agentlab/runs/control.py): pause, step, breakpoints, edits, approvals, cancel.
 
 No database and no socket: ReAct runs through the real runtime on a scripted model
 (tests/scripted_model.py — right for control flow, it says nothing about a real model), with the
@@ -12,9 +12,9 @@ import asyncio
 
 import pytest
 
-from agentlab.live.control import ControlError, DebugSettings, RunControl
 from agentlab.paradigms.react import ReAct
 from agentlab.paradigms.registry import validate_params
+from agentlab.runs.control import ControlError, DebugSettings, RunControl
 from agentlab.runtime.loop import execute
 from agentlab.runtime.sinks import TeeSink
 from agentlab.tools.decorator import tool

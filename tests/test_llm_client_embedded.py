@@ -163,7 +163,7 @@ async def test_an_overlong_chat_message_is_refused_and_the_next_one_answered(
     from agentlab.chat.models import Conversation
     from agentlab.chat.turns import add_turn_now
     from agentlab.models import Agent, ModelProfile
-    from agentlab.runs.tasks import execute_run
+    from agentlab.runs.execution import execute_run
     from traces.models import Run, Step
 
     monkeypatch.setenv("AGENTLAB_LOCAL_LLM_URL", embedded_llm)

@@ -12,8 +12,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.urls import reverse
 
+from agentlab.runs.execution import execute_run
 from agentlab.runs.snapshot import create_run
-from agentlab.runs.tasks import execute_run
 from tests.fake_openai import Delay, Reply
 from tests.otlp_receiver import OTLPReceiver
 from tests.test_otlp import make_plan_run

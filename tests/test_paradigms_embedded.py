@@ -12,8 +12,8 @@ from asgiref.sync import sync_to_async
 
 from agentlab.defaults import DEFAULT_AGENTS, EMBEDDED_PROFILE, load_defaults
 from agentlab.models import Agent, ModelProfile
+from agentlab.runs.execution import execute_run
 from agentlab.runs.snapshot import create_run
-from agentlab.runs.tasks import execute_run
 from traces.models import Run
 
 pytestmark = [pytest.mark.embedded, pytest.mark.django_db(transaction=True)]

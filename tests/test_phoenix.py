@@ -24,8 +24,8 @@ from asgiref.sync import sync_to_async
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
 from agentlab.bench.servers import free_port
+from agentlab.runs.execution import execute_run
 from agentlab.runs.snapshot import create_run
-from agentlab.runs.tasks import execute_run
 from tests.fake_openai import Reply
 from tests.instrumented import instrumented, weather_agent
 from tests.test_otel_live import PLAN_SCRIPT, _plan_agent

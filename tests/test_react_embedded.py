@@ -10,8 +10,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agentlab.models import Agent, ModelProfile, Tool
+from agentlab.runs.execution import execute_run
 from agentlab.runs.snapshot import create_run
-from agentlab.runs.tasks import execute_run
 from traces.models import Run
 
 pytestmark = [pytest.mark.embedded, pytest.mark.django_db(transaction=True)]

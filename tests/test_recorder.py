@@ -13,12 +13,12 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 from django.utils import timezone
 
+from agentlab.runs import fanout
+from agentlab.runs.recorder import Recorder, mark_interrupted
 from tests.waiting import turns
-from traces import fanout
 from traces.models import Run, Step
-from traces.recorder import Recorder, mark_interrupted
+from traces.owners import parse_worker, worker_id
 from traces.schema import Step as StepRecord
-from traces.workers import parse_worker, worker_id
 
 
 def make_run(user, **fields) -> Run:
@@ -160,9 +160,9 @@ def test_a_user_sees_only_their_own_runs_and_staff_see_all(client, user, other_u
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_version_superseded_in_its_batch_is_written_once_and_not_shown(user):
-    """The writer's batches (traces/writer.py): a step's "running" version, which its run does
-    not wait for, and its end handed over before the writer took either are one row."""
-    from traces.writer import CallJob, StepJob, _committed
+    """The writer's batches (agentlab/runs/writer.py): a step's "running" version, which its run
+    does not wait for, and its end handed over before the writer took either are one row."""
+    from agentlab.runs.writer import CallJob, StepJob, _committed
 
     run = await sync_to_async(make_run)(user)
     recorder = Recorder(run.pk, publish=False)
@@ -204,7 +204,7 @@ async def test_a_row_reads_back_as_the_step_that_was_recorded(user):
 
 
 def test_one_failing_watcher_does_not_keep_the_others_from_a_step(caplog):
-    from traces.run_registry import REGISTRY
+    from agentlab.runs.registry import REGISTRY
 
     heard = []
 
@@ -223,7 +223,7 @@ def test_one_failing_watcher_does_not_keep_the_others_from_a_step(caplog):
     assert 991 not in REGISTRY  # nothing of the run is kept once its last watcher left
     fanout.unsubscribe(991, heard.append)  # again: nothing to do
     # The operator's log says which run and which event, with the watcher's error.
-    (record,) = [r for r in caplog.records if r.name == "traces.fanout"]
+    (record,) = [r for r in caplog.records if r.name == "agentlab.runs.fanout"]
     assert record.getMessage() == "a watcher of run 991 failed on run.step"
     assert record.exc_info[1].args == ("this socket is gone",)
 
@@ -239,7 +239,7 @@ async def test_a_layer_that_cannot_take_an_event_is_logged_and_the_run_goes_on(c
     config = redis_channel_layer(f"redis://127.0.0.1:{free_port()}")
     layer = import_string(config["BACKEND"])(**config["CONFIG"])
     await fanout._send_safely(layer, 992, {"type": "run.step", "seq": 3})
-    (record,) = [r for r in caplog.records if r.name == "traces.fanout"]
+    (record,) = [r for r in caplog.records if r.name == "agentlab.runs.fanout"]
     assert record.getMessage() == "could not publish run.step for run 992"
     assert record.exc_info is not None
     await layer.flush()
@@ -266,7 +266,7 @@ async def test_a_run_that_goes_on_before_its_row_is_written_hears_of_a_failure_b
 async def test_a_run_going_on_ahead_of_its_rows_waits_once_max_ahead_are_unwritten(user):
     """With `ahead`, a run may hand over seven finished rows without waiting; the eighth
     waits until they are written, so a crash loses at most eight (ARCHITECTURE.md)."""
-    from traces.writer import WRITER
+    from agentlab.runs.writer import WRITER
 
     MAX_AHEAD = 8  # noqa: N806 (the documented figure, not the module's constant)
 
@@ -315,7 +315,7 @@ def test_queued_runs_nobody_picked_up_become_interrupted_after_the_grace(user):
 def test_the_status_row_and_the_last_resort_called_directly(user):
     """What the writer thread runs for a status, and what marks a run failed when its end
     cannot be written, called in the test's own thread (mutmut traces only this thread)."""
-    from traces.recorder import _mark_failed, _save_status
+    from agentlab.runs.recorder import _mark_failed, _save_status
 
     run = make_run(user)
     _save_status(run.pk, "running", {})
@@ -340,7 +340,7 @@ def test_the_status_row_and_the_last_resort_called_directly(user):
 async def test_flush_waits_until_every_step_handed_over_is_published(user):
     """What a run's status waits for (so a final status never overtakes a step): `flush()`
     returns only once each step handed over before it has been written and published."""
-    from traces.writer import WRITER
+    from agentlab.runs.writer import WRITER
 
     run, recorder, _heard = await watched_run(user)
     seen: list[dict] = []

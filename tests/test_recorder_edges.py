@@ -1,10 +1,10 @@
 """The recorder at its edges: what it publishes (each version of a step, the status), which
 steps count as closing a run, what a lost row does to the run's end, and what it leaves behind.
 
-Written from the mutants of traces/recorder.py that the broader tests let through
+Written from the mutants of agentlab/runs/recorder.py that the broader tests let through
 (docs/TESTING.md, "Mutation testing"): each test pins one thing a user or an operator relies on.
 Rows are written by the real writer thread to the test database; a row is made to fail where the
-writer writes it (traces.writer.upsert_steps), as a full disk would.
+writer writes it (agentlab.runs.writer.upsert_steps), as a full disk would.
 """
 
 from __future__ import annotations
@@ -17,11 +17,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import OperationalError
 
-from tests.failing_writes import failing_rows
-from tests.waiting import await_until, turns
-from traces import fanout, recorder, writer
-from traces.models import Run, Step
-from traces.recorder import (
+from agentlab.runs import fanout, recorder, writer
+from agentlab.runs.recorder import (
     Recorder,
     _closing,
     _Lane,
@@ -30,7 +27,10 @@ from traces.recorder import (
     _save_status,
     _written_ok,
 )
-from traces.run_registry import REGISTRY
+from agentlab.runs.registry import REGISTRY
+from tests.failing_writes import failing_rows
+from tests.waiting import await_until, turns
+from traces.models import Run, Step
 from traces.schema import Step as StepRecord
 
 
@@ -160,7 +160,7 @@ async def test_a_running_step_does_not_wait_for_its_row(user, caplog):
 @pytest.mark.django_db(transaction=True)
 async def test_a_closing_step_written_at_once_logs_nothing(user, caplog):
     run = await sync_to_async(make_run)(user)
-    with caplog.at_level(logging.WARNING, logger="traces.recorder"):
+    with caplog.at_level(logging.WARNING, logger="agentlab.runs.recorder"):
         await Recorder(run.pk).step(StepRecord(seq=1, kind="final", text="4"))
     assert await Step.objects.filter(run=run, kind="final").aexists()
     assert not caplog.records, caplog.text
@@ -175,7 +175,7 @@ async def test_a_closing_row_that_fails_once_is_written_again_and_published_once
     upsert = failing_rows("final", times=1)
     monkeypatch.setattr(writer, "upsert_steps", upsert)
     rec = Recorder(run.pk, publish=publish)
-    with caplog.at_level(logging.WARNING, logger="traces.recorder"):
+    with caplog.at_level(logging.WARNING, logger="agentlab.runs.recorder"):
         await rec.step(StepRecord(seq=2, kind="final", text="4"))
         await rec.flush()
     assert upsert.failures == 1
@@ -193,7 +193,7 @@ async def test_a_closing_row_that_never_lands_is_logged_with_the_run_and_the_ste
     run = await sync_to_async(make_run)(user)
     monkeypatch.setattr(writer, "upsert_steps", failing_rows("error", times=None))
     rec = Recorder(run.pk)
-    with caplog.at_level(logging.ERROR, logger="traces.recorder"):
+    with caplog.at_level(logging.ERROR, logger="agentlab.runs.recorder"):
         await rec.step(StepRecord(seq=3, kind="error", status="error", text="boom",
                                   meta={"status": "failed"}))
     assert [r.getMessage() for r in caplog.records] == [
@@ -230,7 +230,7 @@ async def test_a_row_written_ahead_that_failed_is_named_at_the_end(user, monkeyp
     monkeypatch.setattr(writer, "upsert_steps", failing_rows("tool", times=None))
     rec = Recorder(run.pk, ahead=lambda: True)
     await rec.step(StepRecord(seq=2, kind="tool", name="calculator"))  # not waited for
-    with caplog.at_level(logging.ERROR, logger="traces.recorder"):
+    with caplog.at_level(logging.ERROR, logger="agentlab.runs.recorder"):
         await rec.status("succeeded", {"answer": "4"})
     assert [r.getMessage() for r in caplog.records] == [
         f"run {run.pk}: a step's row could not be written"]

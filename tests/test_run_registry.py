@@ -1,7 +1,7 @@
-"""The run registry (traces/run_registry.py): which runs this process holds, and nothing more.
+"""The run registry (agentlab/runs/registry.py): which runs this process holds, and nothing more.
 
 Real runs of a function-calling ReAct agent on the scripted model (tests/fake_openai.py, real
-HTTP), launched as the sockets launch them (agentlab.live.control.start), recorded in the real
+HTTP), launched as the sockets launch them (agentlab.runs.control.start), recorded in the real
 database; a watcher is a real socket through Channels' communicator where it matters.
 """
 
@@ -12,15 +12,14 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 
-from agentlab.live import control as live
-from agentlab.runs import tasks
+from agentlab.runs import control as run_control
+from agentlab.runs import execution, fanout
+from agentlab.runs.registry import REGISTRY
 from agentlab.runs.snapshot import create_run
 from tests.fake_openai import Reply
 from tests.test_consumers import connect, synced
 from tests.waiting import await_until
-from traces import fanout
 from traces.models import Run
-from traces.run_registry import REGISTRY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -61,15 +60,15 @@ async def test_a_launched_run_is_held_until_its_task_ends_and_then_gone(calc_age
     """Scripted model: one tool call, then the answer."""
     fake_llm.script(CALL, ANSWER)
     run = await new_run(calc_agent, user)
-    control = live.start(run)
+    control = run_control.start(run)
     entry = REGISTRY.entry(run.pk)
-    assert entry is not None and entry.control is control and live.get(run.pk) is control
+    assert entry is not None and entry.control is control and run_control.get(run.pk) is control
     assert mine([run.pk]) == ([run.pk], [run.pk]) and REGISTRY.task(run.pk) is entry.task
     outcome = await entry.task
     assert outcome.status == "succeeded"
     await gone(run.pk)
-    assert mine([run.pk]) == ([], []) and live.get(run.pk) is None
-    assert tasks.cancel(run.pk) is False  # nothing here to cancel any more
+    assert mine([run.pk]) == ([], []) and run_control.get(run.pk) is None
+    assert execution.cancel(run.pk) is False  # nothing here to cancel any more
     assert (await Run.objects.aget(pk=run.pk)).status == "succeeded"
 
 
@@ -82,7 +81,7 @@ async def test_a_batch_of_watched_runs_leaves_nothing_behind(calc_agent, user, f
     watchers = {run.pk: heard[run.pk].append for run in runs}
     for run in runs:
         fanout.subscribe(run.pk, watchers[run.pk])
-    controls = [live.start(run) for run in runs]
+    controls = [run_control.start(run) for run in runs]
     assert sorted(mine(heard)[0]) == sorted(heard)
     outcomes = await asyncio.gather(*[REGISTRY.task(c.run_id) for c in controls])
     assert [o.status for o in outcomes] == ["succeeded"] * len(runs)
@@ -108,7 +107,7 @@ async def test_a_run_watched_but_not_executed_here_is_held_only_as_watched(calc_
     assert entry is not None and entry.watched and not entry.executing
     assert (entry.task, entry.context, entry.control) == (None, None, None)
     assert run.pk not in REGISTRY.held() and fanout.watchers(run.pk) == 1
-    assert tasks.cancel(run.pk) is False and live.get(run.pk) is None
+    assert execution.cancel(run.pk) is False and run_control.get(run.pk) is None
     fanout.publish(run.pk, {"type": "run.token", "seq": 1, "delta": "hello"})
     assert (await comm.receive_json_from(timeout=5))["delta"] == "hello"
     await comm.disconnect()
@@ -123,7 +122,8 @@ async def test_held_lists_exactly_the_runs_executing_here(calc_agent, user, fake
     first, second, watched = [await new_run(calc_agent, user) for _ in range(3)]
     listener: list[dict] = []
     fanout.subscribe(watched.pk, listener.append)
-    controls = [live.start(run, live.DebugSettings(step_mode=True)) for run in (first, second)]
+    debug = run_control.DebugSettings(step_mode=True)
+    controls = [run_control.start(run, debug) for run in (first, second)]
     await await_until(lambda: all(c.pauses for c in controls), message="both runs pause")
     ours = (first.pk, second.pk, watched.pk)
     assert mine(ours) == ([first.pk, second.pk], sorted(ours))

@@ -51,7 +51,7 @@ def test_admin_settings_reach_the_executor(django_user_model):
                                  model_profile=ModelProfile.objects.create(name="p", model="m"))
     agent.tools.set(Tool.objects.filter(name__in=["calculator", "get_weather"]))
 
-    def executor_of(user):  # as agentlab.runs.tasks builds it for a run of this user
+    def executor_of(user):  # as agentlab.runs.execution builds it for a run of this user
         groups = user.groups.values_list("name", flat=True)
         return executor_for(snapshot(agent)["tools"], groups, user.is_superuser)
 

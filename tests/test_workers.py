@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,22 +29,21 @@ from django.test import AsyncClient, Client
 from django.urls import reverse
 
 from agentlab.bench.servers import database_url
-from agentlab.evals import engine as evals
+from agentlab.evals import runner as evals
 from agentlab.evals.models import Case, Experiment, Result, Suite
 from agentlab.forks.plans import create_fork
-from agentlab.live import control as live
-from agentlab.live import engine
 from agentlab.models import Tool
+from agentlab.runs import control as run_control
+from agentlab.runs import engine
+from agentlab.runs.execution import execute_run
+from agentlab.runs.registry import REGISTRY
 from agentlab.runs.snapshot import create_run
-from agentlab.runs.tasks import execute_run
-from agentlab.workers.engine import WorkerEngine
 from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import AtOnce, Delay, Reply
 from tests.test_consumers import connect, frames_until, is_type, paused, synced
 from tests.waiting import await_until
 from traces.models import Run, Step
-from traces.run_registry import REGISTRY
-from traces.workers import ENGINE_PREFIX, parse_worker, worker_id
+from traces.owners import ENGINE_PREFIX, parse_worker, worker_id
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -115,12 +114,13 @@ def workers(fake_llm) -> Iterator[Workers]:
     pool.stop()
 
 
+WORKER_ENGINE = "agentlab.workers.engine.WorkerEngine"
+
+
 @pytest.fixture
-async def on_workers() -> AsyncIterator[None]:
+def on_workers(settings: Any) -> None:
     """This process is a web process whose runs go to the workers."""
-    engine.use(WorkerEngine())
-    yield
-    engine.use(engine.InProcess())
+    settings.AGENTLAB_RUN_ENGINE = WORKER_ENGINE
 
 
 async def start_on_socket(run: Run, user: Any, **debug: Any):
@@ -422,7 +422,7 @@ async def test_an_experiment_runs_on_the_workers_and_each_pair_is_scored_where_i
 
 
 async def test_a_fork_with_an_edited_observation_executes_on_a_worker_as_it_does_here(
-        workers, on_workers, calc_agent, user, fake_llm):
+        workers, settings, calc_agent, user, fake_llm):
     """A source run (llm, tool, llm, tool, llm) is forked at its first tool step with the
     observation edited, twice through the fork page: once executed in this process (the
     embedded profile's engine, the reference), once by a worker, which rebuilds what the fork
@@ -440,8 +440,8 @@ async def test_a_fork_with_an_edited_observation_executes_on_a_worker_as_it_does
     client = AsyncClient()
     await client.aforce_login(user)
 
-    async def fork_on(run_engine: Any) -> tuple[Run, list[dict]]:
-        engine.use(run_engine)
+    async def fork_on(run_engine: str) -> tuple[Run, list[dict]]:
+        settings.AGENTLAB_RUN_ENGINE = run_engine
         fake_llm.reset()
         fake_llm.script(Reply(text="6*7+1 is 101."))
         response = await client.post(reverse("run_fork", args=[source.pk, 2]),
@@ -455,8 +455,8 @@ async def test_a_fork_with_an_edited_observation_executes_on_a_worker_as_it_does
         await comm.disconnect()
         return await Run.objects.aget(pk=pk), list(fake_llm.requests)
 
-    here, asked_here = await fork_on(engine.InProcess())
-    there, asked_there = await fork_on(WorkerEngine())
+    here, asked_here = await fork_on("agentlab.runs.engine.InProcess")
+    there, asked_there = await fork_on(WORKER_ENGINE)
 
     held = await sync_to_async(workers.holder)(there)
     assert held.pid != os.getpid()  # executed by the worker
@@ -503,7 +503,7 @@ async def test_a_fork_taken_over_before_its_fork_step_goes_on_serving_its_record
                                             edited_observation="100")
     comm = await connect(fork.pk, user)
     await synced(comm)
-    await engine.submit(fork, live.DebugSettings(step_mode=True))
+    await engine.submit(fork, run_control.DebugSettings(step_mode=True))
     await frames_until(comm, paused, timeout=60)
     holder = await sync_to_async(workers.holder)(fork)
     holder.send_signal(signal.SIGKILL)

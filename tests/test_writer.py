@@ -1,4 +1,4 @@
-"""The recorder's writer (traces/writer.py), on a Writer of the test's own.
+"""The recorder's writer (agentlab/runs/writer.py), on a Writer of the test's own.
 
 Why a fresh Writer and not the process's WRITER: what a user relies on — a step's row is
 written before anyone is told, a bad row fails alone, a run's status follows its steps, a
@@ -15,10 +15,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 
+from agentlab.runs.writer import RETRY_LATER_TRIES, Writer
 from tests.waiting import await_until
 from traces.models import Run, Step
 from traces.schema import Step as StepRecord
-from traces.writer import RETRY_LATER_TRIES, Writer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -157,7 +157,7 @@ async def test_a_failed_call_alone_is_its_own_error_and_the_thread_survives_anyt
     with pytest.raises(Fatal):
         await asyncio.wait_for(writer.call(boom), 10)
     assert await asyncio.wait_for(writer.call(lambda: "next batch"), 10) == "next batch"
-    assert [r.getMessage() for r in caplog.records if r.name == "traces.writer"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "agentlab.runs.writer"] == [
         "the recorder's writer failed a batch"]
 
 
@@ -171,7 +171,7 @@ async def test_a_then_that_raises_does_not_keep_the_caller_from_its_outcome(user
     assert await asyncio.wait_for(writer.step(Owner(run.pk), tool_step(1), then=broken),
                                   10) is None
     assert await rows(run) == [(1, "ok", "4")]
-    assert [r.getMessage() for r in caplog.records if r.name == "traces.writer"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "agentlab.runs.writer"] == [
         f"after writing step 1 of run {run.pk}"]
 
 

@@ -31,8 +31,8 @@ from django.db import transaction
 
 from traces import upsert
 from traces.models import Run, Step
+from traces.owners import left_by_dead_process, worker_id
 from traces.schema import Step as StepRecord
-from traces.workers import left_by_dead_process, worker_id
 
 log = logging.getLogger(__name__)
 

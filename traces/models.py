@@ -56,7 +56,7 @@ class Run(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
     )
     fork_seq = models.PositiveIntegerField(null=True, blank=True)
-    # The id of the process that owns the asyncio task (traces.workers), to spot runs left by a
+    # The id of the process that owns the asyncio task (traces.owners), to spot runs left by a
     # dead process.
     worker = models.CharField(max_length=200, blank=True)
     created = models.DateTimeField(auto_now_add=True, db_index=True)

@@ -2,16 +2,16 @@
 
 Every process that serves pages or executes runs sweeps, once: a web process at its first
 request (traces.apps connects `request_started`), any process before it writes its first run
-status (traces.recorder), `manage.py serve` before it starts daphne. The sweep judges owners by
-process identity (traces.workers: host, pid, start time, boot, place), so it is safe with many
-processes, hosts or containers on one database: a live process's work is never touched, and
+status (agentlab.runs.recorder), `manage.py serve` before it starts daphne. The sweep judges
+owners by process identity (traces.owners: host, pid, start time, boot, place), so it is safe with
+many processes, hosts or containers on one database: a live process's work is never touched, and
 another machine's is not judged at all.
 
 - runs left active by a dead process become `interrupted` (resumable as a fork);
 - runs queued without an owner for more than QUEUED_GRACE_S (their page was never opened, or
   the process that would have started them stopped) become `interrupted`;
 - imports left half-written by a dead process are deleted (traces.bundle_store);
-- whatever else registered with `register_sweeper` (the evaluation engine's experiments).
+- whatever the `sweep` hook closes (traces/hooks.py: the experiments of processes gone).
 """
 
 from __future__ import annotations
@@ -19,23 +19,22 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
 
 from traces import bundle_store
+from traces.hooks import hook
 from traces.models import Run
+from traces.owners import ENGINE_PREFIX, left_by_dead_process
 from traces.schema import ACTIVE_STATUSES
-from traces.workers import ENGINE_PREFIX, left_by_dead_process
 
 log = logging.getLogger(__name__)
 
 QUEUED_GRACE_S = 600
 INTERRUPTED = "The process running this run stopped before it finished; resume it as a fork."
 
-_SWEEPERS: dict[str, Callable[[], int]] = {}
 _SWEPT: set[int] = set()  # pids that have swept (a forked child sweeps again)
 _LOCK = threading.Lock()
 
@@ -43,7 +42,7 @@ _LOCK = threading.Lock()
 def mark_interrupted() -> int:
     """Runs left active by a dead process, or queued and unowned for more than
     QUEUED_GRACE_S, become `interrupted`; returns the count."""
-    # Runs of a task engine's workers are the engine's to recover (traces.workers.ENGINE_PREFIX).
+    # Runs of a task engine's workers are the engine's to recover (traces.owners.ENGINE_PREFIX).
     active = (Run.objects.active().exclude(worker="")
               .exclude(worker__startswith=ENGINE_PREFIX).only("pk", "worker"))
     dead = [run.pk for run in active if left_by_dead_process(run.worker)]
@@ -54,21 +53,19 @@ def mark_interrupted() -> int:
         status="interrupted", error=INTERRUPTED, finished_at=timezone.now())
 
 
-def register_sweeper(name: str, sweep: Callable[[], int]) -> None:
-    """Add `sweep` (returns how many rows it closed) to what sweep() runs."""
-    _SWEEPERS[name] = sweep
-
-
 def sweep() -> dict[str, int]:
     """Run every sweeper now; {name: how many}. A failing sweeper is logged, the rest go on."""
     counts: dict[str, int] = {}
-    for name, fn in {"runs": mark_interrupted, "imports": bundle_store.discard_abandoned,
-                     **_SWEEPERS}.items():
+    for name, fn in (("runs", mark_interrupted), ("imports", bundle_store.discard_abandoned),
+                     ("others", hook("sweep"))):
+        if fn is None:
+            continue
         try:
-            counts[name] = fn()
+            found = fn()
         except Exception:
             log.exception("the start-up sweep of %s failed", name)
-            counts[name] = 0
+            found = 0
+        counts |= found if isinstance(found, dict) else {name: found}
     if any(counts.values()):
         log.warning("left by stopped processes: %s", ", ".join(
             f"{n} {name} closed" for name, n in counts.items() if n))

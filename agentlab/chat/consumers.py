@@ -9,10 +9,9 @@ from django.db.models import QuerySet
 
 from agentlab.chat import turns
 from agentlab.chat.models import Conversation
-from agentlab.live import control as live
-from agentlab.live import engine
 from agentlab.live.frames import LiveConsumer
-from agentlab.runs import tasks
+from agentlab.runs import control as run_control
+from agentlab.runs import engine, room
 
 
 class ChatConsumer(LiveConsumer):
@@ -33,15 +32,15 @@ class ChatConsumer(LiveConsumer):
     async def do_start(self, frame: dict[str, Any]) -> None:
         message = frame.get("message")
         if not isinstance(message, str) or not message.strip():
-            raise live.ControlError('"message" must be the text of your question')
+            raise run_control.ControlError('"message" must be the text of your question')
         message, limit = message.strip(), settings.AGENTLAB_MAX_MESSAGE_CHARS
         if len(message) > limit:
-            raise live.ControlError(f"the message is {len(message):,} characters; a message "
+            raise run_control.ControlError(f"the message is {len(message):,} characters; a message "
                                     f"may have at most {limit:,}")
         try:
             turn = await turns.add_turn(self.conversation_id, message)
-        except tasks.RunLimit as exc:
-            raise live.ControlError(str(exc)) from None
+        except room.RunLimit as exc:
+            raise run_control.ControlError(str(exc)) from None
         await engine.submit(turn.run)
         await self.send_json({"type": "turn", "run": turn.run_id, "position": turn.position,
                               "html": await turns.turn_html(turn)})

@@ -10,11 +10,11 @@ from django.db import transaction
 from django.template.loader import render_to_string
 
 from agentlab.chat.models import ChatTurn, Conversation
-from agentlab.live.control import ControlError
-from agentlab.runs import tasks
+from agentlab.runs import room
+from agentlab.runs.control import ControlError
 from agentlab.runs.snapshot import create_run
+from traces.owners import worker_id
 from traces.schema import ACTIVE_STATUSES, ANSWERED_STATUSES
-from traces.workers import worker_id
 
 TITLE_CHARS = 80
 
@@ -41,7 +41,7 @@ def add_turn_now(conversation_id: int, message: str) -> ChatTurn:
             raise ControlError("the agent of this conversation was deleted; start a new one")
         if busy_now(conversation_id):
             raise ControlError("the previous answer is still running")
-        tasks.ensure_room(conversation.user_id)
+        room.ensure_room(conversation.user_id)
         try:
             run = create_run(conversation.agent, conversation.user, message,
                              history=history_of(conversation), worker=worker_id())

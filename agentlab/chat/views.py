@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from agentlab.chat.models import Conversation
 from agentlab.chat.turns import TITLE_CHARS, turn_context
 from agentlab.models import Agent
-from agentlab.runs import tasks
+from agentlab.runs import room
 from agentlab.runs.snapshot import create_run
 from traces.access import require, visible_run
 from traces.display.renderer import first_steps_html
@@ -62,9 +62,9 @@ def start_run(request: HttpRequest) -> HttpResponse:
         return redirect("chat")
     try:
         with transaction.atomic():
-            tasks.ensure_room(request.user)  # asked again when its page starts it
+            room.ensure_room(request.user)  # asked again when its page starts it
             run = create_run(agent, request.user, question)
-    except tasks.RunLimit as exc:
+    except room.RunLimit as exc:
         messages.error(request, str(exc))
         return redirect("chat")
     except ValueError as exc:

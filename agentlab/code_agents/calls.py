@@ -97,7 +97,7 @@ class Caller:
                                f"would block for the whole run: use `await {name}.acall(…)`")
 
     async def arun(self, *args: Any, **kwargs: Any) -> AgentResult:
-        from agentlab.runs.tasks import execute_run
+        from agentlab.runs.execution import execute_run
         from traces.schema import ANSWERED_STATUSES
 
         d = self.declaration
@@ -192,7 +192,7 @@ def owner_of(user: Any) -> Any:
 
 def _create_run(row: Any, owner: Any, question: str, history: list[dict[str, str]]) -> Any:
     from agentlab.runs.snapshot import create_run
-    from traces.workers import worker_id
+    from traces.owners import worker_id
 
     # Claimed by this process at once: a page's "start" never picks it up.
     return create_run(row, owner, question, history=history, worker=worker_id())

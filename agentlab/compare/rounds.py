@@ -1,6 +1,6 @@
 """Creating a comparison and its rounds: one run per agent, launched together. Every round's
 runs are the comparison owner's (whoever asked for the re-run), and count towards that user's
-runs going at once (`tasks.ensure_room`)."""
+runs going at once (`room.ensure_room`)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,18 @@ from typing import Any
 from django.db import transaction
 
 from agentlab.compare.models import MIN_AGENTS, Comparison, ComparisonEntry
-from agentlab.live import engine
 from agentlab.models import Agent
-from agentlab.runs import tasks
+from agentlab.runs import engine, room
 from agentlab.runs.snapshot import create_run
 from traces.models import Run
-from traces.workers import worker_id
+from traces.owners import worker_id
 
 
 @transaction.atomic
 def new_round(comparison: Comparison, agents: Sequence[Agent]) -> list[Run]:
     """Create (not launch) one queued run per agent as the comparison's next round, owned by
-    the comparison's owner; tasks.RunLimit when that user has no room for them all."""
-    tasks.ensure_room(comparison.user_id, len(agents))
+    the comparison's owner; room.RunLimit when that user has no room for them all."""
+    room.ensure_room(comparison.user_id, len(agents))
     number = comparison.last_round + 1
     runs = []
     for position, agent in enumerate(agents):
@@ -52,7 +51,7 @@ def rerun_agents(comparison: Comparison) -> list[Agent]:
 
 
 async def launch_all(runs: Sequence[Run]) -> None:
-    """Start every run (as a task of daphne's loop, or on the workers: live/engine.py): they
+    """Start every run (as a task of daphne's loop, or on the workers: agentlab/runs/engine.py): they
     run concurrently, each under a live.RunControl so its column and run page can pause, step
     and cancel it."""
     for run in runs:

@@ -2,7 +2,7 @@
 in the web process that started it, so it goes on when that process stops.
 
 - `begin` marks the experiment running and `advance` fills its places: up to `concurrency`
-  pairs at once, each a queued run submitted to the engine (agentlab.live.engine). The pairs
+  pairs at once, each a queued run submitted to the engine (agentlab.runs.engine). The pairs
   are claimed and counted with the experiment's row locked, so processes advancing it at the
   same moment never run more than that.
 - `settle(run_id)` is called by the worker whose job executed the run, when it ends (and by a
@@ -10,14 +10,14 @@ in the web process that started it, so it goes on when that process stops.
   answers a pair is scored there, from its row (status, answer, error), its result saved once,
   the progress published to "experiment-<id>", and the experiment advanced: the next pending
   pair is queued or, with nothing pending or running, the experiment ends.
-- `cancel_runs` (after agentlab.evals.engine.cancel_experiment cancelled the pending pairs)
+- `cancel_runs` (after agentlab.evals.runner.cancel_experiment cancelled the pending pairs)
   cancels the runs in flight: a queued one in the database (its job then finds it over), a
   started one on the worker holding it (through the relay, as a browser's cancel goes).
 - `follow` is run_experiment's part here (the terminal command): it begins the experiment
   and reads its results from the database as they finish, until it ends.
 
 The experiment's and its queued runs' `worker` is "engine:<the process that queued them>": the
-start-up sweeps (traces.startup, agentlab.evals.engine.mark_interrupted) leave those to the
+start-up sweeps (traces.startup, agentlab.evals.runner.mark_interrupted) leave those to the
 engine, whose jobs are durable and taken over when a worker stops.
 """
 
@@ -36,11 +36,11 @@ from django.utils import timezone
 
 from agentlab.evals import pairs
 from agentlab.evals.models import FINISHED_RESULT_STATUSES, Experiment, Result
-from agentlab.live import control as live
-from agentlab.live import engine
+from agentlab.runs import control as run_control
+from agentlab.runs import engine
 from traces.models import Run
+from traces.owners import ENGINE_PREFIX, worker_id
 from traces.schema import FINISHED_STATUSES
-from traces.workers import ENGINE_PREFIX, worker_id
 
 log = logging.getLogger(__name__)
 POLL_S = 0.5  # how often `follow` reads the results
@@ -168,7 +168,7 @@ async def _cancel_on_workers(run_ids: list[int]) -> None:
     async def cancel(run_id: int) -> None:
         try:
             await engine.control(run_id, {"action": "cancel"})
-        except live.ControlError as exc:  # it just ended, or is between two workers
+        except run_control.ControlError as exc:  # it just ended, or is between two workers
             log.info("run %s of a cancelled experiment: %s", run_id, exc)
 
     await asyncio.gather(*(cancel(run_id) for run_id in run_ids))

@@ -1,7 +1,7 @@
 """One (case, agent) pair of an experiment: its run created, its ending scored, its result
 saved; the experiment's progress and end, saved and published.
 
-Shared by the two ways an experiment runs (agentlab/evals/engine.py): in this process, where a
+Shared by the two ways an experiment runs (agentlab/evals/runner.py): in this process, where a
 task awaits each pair's run (the embedded default), and on the engine's workers, where each pair
 is scored by the worker whose run answered it (agentlab/evals/on_workers.py).
 """

@@ -20,12 +20,12 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agentlab.evals import engine, estimates, summary
+from agentlab.evals import estimates, runner, summary
 from agentlab.evals.demo import DEMO_SUITE
 from agentlab.evals.forms import StartForm
 from agentlab.evals.models import FINISHED_RESULT_STATUSES, Case, Experiment, Suite
 from agentlab.models import Agent
-from agentlab.runs import tasks
+from agentlab.runs import room
 from traces import access
 from traces.display.figures import best_value
 from traces.display.labels import status_word
@@ -48,18 +48,18 @@ async def index(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and await sync_to_async(form.is_valid)():
         data = form.cleaned_data
         try:
-            experiment = await sync_to_async(_admitted)(lambda: engine.create_experiment(
+            experiment = await sync_to_async(_admitted)(lambda: runner.create_experiment(
                 user, data["suite"], data["agents"], title=data["title"],
                 concurrency=data["concurrency"], judge_profile=data["judge_profile"],
                 case_limit=data["case_limit"], run_timeout_s=data["run_timeout_s"],
                 case_tags=data["case_tags"]))
-        except tasks.RunLimit as exc:  # nothing saved
+        except room.RunLimit as exc:  # nothing saved
             form.add_error(None, str(exc))
         except ValueError as exc:  # e.g. LLM-judge cases without a judge (nothing saved)
             form.add_error(None, f"Cannot start: {exc}.")
         else:
             # An asyncio task of this (daphne's) loop: it outlives the request.
-            engine.start_experiment(experiment)
+            runner.start_experiment(experiment)
             return redirect("evals:experiment", pk=experiment.pk)
     return await sync_to_async(_render_index)(request, user, form)
 
@@ -119,10 +119,10 @@ def places(experiment: Experiment) -> int:
 
 @transaction.atomic
 def _admitted(create: Callable[[], Experiment]) -> Experiment:
-    """The experiment `create` makes, if its owner has room for its runs; else tasks.RunLimit
+    """The experiment `create` makes, if its owner has room for its runs; else room.RunLimit
     and nothing is saved."""
     experiment = create()
-    tasks.ensure_room(experiment.user_id, places(experiment))
+    room.ensure_room(experiment.user_id, places(experiment))
     return experiment
 
 
@@ -200,7 +200,7 @@ def _chart(agents: list[dict[str, Any]]) -> dict[str, list]:
 def cancel(request: HttpRequest, pk: int) -> HttpResponse:
     """Cancel what has not finished; finished results stay."""
     experiment = _get(request.user, pk, "control")
-    if engine.cancel_experiment(experiment.pk):
+    if runner.cancel_experiment(experiment.pk):
         messages.info(request, "Experiment cancelled; the finished results are kept.")
     else:
         messages.info(request, "The experiment had already finished.")
@@ -213,14 +213,14 @@ async def rerun(request: HttpRequest, pk: int) -> HttpResponse:
     user = await request.auser()
     experiment = await sync_to_async(_get)(user, pk, "fork")
     try:
-        new = await sync_to_async(_admitted)(lambda: engine.rerun(experiment, user))
-    except tasks.RunLimit as exc:  # nothing saved
+        new = await sync_to_async(_admitted)(lambda: runner.rerun(experiment, user))
+    except room.RunLimit as exc:  # nothing saved
         messages.error(request, str(exc))
         return redirect("evals:experiment", pk=pk)
     except ValueError as exc:  # no agent left, the suite emptied…
         messages.error(request, f"Cannot re-run: {exc}.")
         return redirect("evals:experiment", pk=pk)
-    engine.start_experiment(new)
+    runner.start_experiment(new)
     return redirect("evals:experiment", pk=new.pk)
 
 

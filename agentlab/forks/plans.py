@@ -3,7 +3,7 @@ diff").
 
 This module is the web process's half: it checks the request, binds the new run to today's
 configuration and creates it, with what it re-executes written into its own row (agentlab/forks/
-record.py reads it back). The run is then submitted like any other (agentlab.live.engine): it
+record.py reads it back). The run is then submitted like any other (agentlab.runs.engine): it
 executes in this process (the embedded default) or on a worker (the scale profile), and there
 its plan is rebuilt from the database (record.plan_for). Replay serves everything; a fork at
 step k serves steps 1..k (k's output edited if the user says so) and goes live after.
@@ -22,12 +22,11 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 
 from agentlab.forks.record import ForkError, ReplayPlan, plan_for
-from agentlab.live import engine
 from agentlab.models import Agent
-from agentlab.runs import tasks
+from agentlab.runs import engine, room
 from agentlab.runs.snapshot import RECORDED_FIELDS, snapshot
 from traces.models import Run
-from traces.workers import worker_id
+from traces.owners import worker_id
 
 __all__ = ["ForkError", "NeedsAgent", "ReplayPlan", "bind", "bound_agent", "create_fork",
            "create_replay", "create_resume", "fork_run", "plan_fork", "plan_replay",
@@ -89,16 +88,16 @@ def bind(source: Run, *, recorded: bool, chosen: int | None = None) -> dict[str,
 
 def _new_run(source: Run, user: Any, snap: dict[str, Any], fork_seq: int | None) -> Run:
     """The new run, claimed by this process at once: it counts towards the user's runs going
-    (tasks.ensure_room), like any run the browser starts."""
+    (room.ensure_room), like any run the browser starts."""
     try:
         with transaction.atomic():
-            tasks.ensure_room(user)
+            room.ensure_room(user)
             return Run.objects.create(
                 user=user, agent_id=snap["agent_id"], agent_name=snap["name"],
                 paradigm=snap["paradigm"], agent_snapshot=snap, input=source.input,
                 history=source.history, parent_run=source, fork_seq=fork_seq,
                 worker=worker_id())
-    except tasks.RunLimit as exc:
+    except room.RunLimit as exc:
         raise ForkError(str(exc)) from None
 
 
@@ -179,7 +178,7 @@ def plan_resume(source: Run, user: Any, **options: Any) -> ReplayPlan:
 
 
 async def _submit(run: Run) -> Run:
-    """Have the new run executed like any other (agentlab.live.engine): in this process under
+    """Have the new run executed like any other (agentlab.runs.engine): in this process under
     a RunControl, or by a worker, which rebuilds its plan from the database. Its page can pause
     it, and a call that needs approval and is not served from the record waits for a person
     there."""

@@ -5,7 +5,7 @@ who may do it (agentlab.forks.plans): `parent_run` (the source), `fork_seq` (the
 and in its snapshot `fork` or `replay_of` + `replay` (the options) and `fork_edit` (the user's
 edit of the fork's step). `plan_for(run)` rebuilds the run's ReplayPlan from those rows and the
 source's recorded steps alone, in the process that executes the run: this one, or a worker of
-the scale profile (agentlab.live.engine.start_here). No Python object travels with the run, and
+the scale profile (agentlab.runs.engine.start_here). No Python object travels with the run, and
 a worker trusts nothing but the database. A run taken over by another worker follows its own
 trace first, then this record (agentlab.workers.takeover).
 
@@ -166,7 +166,7 @@ def plan_for(run: Run) -> ReplayPlan | None:
 
 
 def prepare_for(run: Run) -> Callable[[RunContext], None] | None:
-    """What agentlab.live.engine runs before a run executes anywhere (agentlab.apps installs
+    """What agentlab.runs.engine runs before a run executes anywhere (agentlab.apps installs
     it): the run's replay plan, when it follows a record."""
     plan = plan_for(run)
     return plan.prepare if plan is not None else None

@@ -1,7 +1,7 @@
 """Replay, fork, resume and the LLM playground (pages under /runs/<id>/).
 
 The views that start runs are async: the new run is created here (who may, and with what, is
-decided here) and submitted to the run engine (agentlab.live.engine: a task of the serving
+decided here) and submitted to the run engine (agentlab.runs.engine: a task of the serving
 loop, or a worker's job). ORM work and rendering go through sync_to_async.
 """
 

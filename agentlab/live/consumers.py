@@ -1,7 +1,7 @@
 """The WebSocket consumer of one live run (the contract: docs/LIVE_PROTOCOL.md).
 
 Thin by design: a handler reads or writes a row, forwards a control to `control.RunControl`,
-or relays a group message. Runs are asyncio tasks owned by `agentlab.runs.tasks`; nothing here
+or relays a group message. Runs are asyncio tasks owned by `agentlab.runs.execution`; nothing here
 waits on one. Who may send what is `traces.access`'s policy, asked by the frame base
 (`frames.LiveConsumer`) before the socket is accepted and again before every frame.
 """
@@ -17,13 +17,12 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db.models import QuerySet
 
-from agentlab.live import control as live
-from agentlab.live import engine
 from agentlab.live.frames import LiveConsumer
-from agentlab.runs import tasks
-from traces import access, fanout
+from agentlab.runs import control as run_control
+from agentlab.runs import engine, execution, fanout, room
+from agentlab.runs.fanout import group_name
+from traces import access
 from traces.display.renderer import StepRenderer
-from traces.fanout import group_name
 from traces.models import Run, Step
 from traces.schema import FINISHED_STATUSES
 
@@ -45,7 +44,7 @@ RUN_FRAMES: dict[str, access.Action] = {
 
 class RunConsumer(LiveConsumer):
     """/ws/runs/<id>/: backfill from the database, then the run's live events: from the
-    recorder of this process directly (traces.fanout), from other processes through the
+    recorder of this process directly (agentlab.runs.fanout), from other processes through the
     channel layer's group when it reaches them."""
 
     frames = RUN_FRAMES
@@ -57,7 +56,7 @@ class RunConsumer(LiveConsumer):
     async def connect(self) -> None:
         self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
         self.synced = self.syncing = False
-        self.settings: live.DebugSettings | None = None  # for a run not started yet
+        self.settings: run_control.DebugSettings | None = None  # for a run not started yet
         self.backlog: list[dict[str, Any]] = []  # live events heard while the sync reads
         self.outbox: deque[dict[str, Any]] = deque()
         self.sender: asyncio.Task[None] | None = None
@@ -123,7 +122,7 @@ class RunConsumer(LiveConsumer):
     async def do_sync(self, frame: dict[str, Any]) -> None:
         last = frame.get("last_seq", 0)
         if not isinstance(last, int) or isinstance(last, bool) or last < 0:
-            raise live.ControlError('"last_seq" must be a whole number ≥ 0')
+            raise run_control.ControlError('"last_seq" must be a whole number ≥ 0')
         # Live events that arrive while this reads the database wait in the backlog and come
         # after; anything published before a read is in it (persist, then publish).
         self.synced, self.syncing = False, True
@@ -162,16 +161,16 @@ class RunConsumer(LiveConsumer):
 
     async def do_start(self, frame: dict[str, Any]) -> None:
         try:
-            run = await tasks.claim_queued(self.run_id)
-        except tasks.RunLimit as exc:
-            raise live.ControlError(str(exc)) from None
+            run = await execution.claim_queued(self.run_id)
+        except room.RunLimit as exc:
+            raise run_control.ControlError(str(exc)) from None
         if run is None:
-            raise live.ControlError("the run has already started")
-        await engine.submit(run, self.settings)  # here, or on a worker (live/engine.py)
+            raise run_control.ControlError("the run has already started")
+        await engine.submit(run, self.settings)  # here, or on a worker (runs/engine.py)
 
     async def do_debug(self, frame: dict[str, Any]) -> None:
-        debug = live.DebugSettings.from_frame(frame)
-        if live.get(self.run_id) is None and await tasks.is_queued(self.run_id):
+        debug = run_control.DebugSettings.from_frame(frame)
+        if run_control.get(self.run_id) is None and await execution.is_queued(self.run_id):
             self.settings = debug  # applied when this socket starts the run
         else:
             await engine.control(self.run_id, frame)

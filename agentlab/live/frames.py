@@ -19,7 +19,7 @@ from django.contrib import auth
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import QuerySet
 
-from agentlab.live.control import ControlError
+from agentlab.runs.control import ControlError
 from traces import access
 
 REFUSED = 4403  # anonymous, another user's, or missing: all look the same

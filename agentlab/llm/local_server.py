@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 
 from agentlab.paths import var_dir
-from traces.workers import pid_alive
+from traces.owners import pid_alive
 
 MODEL_NAME = "smollm2-135m-instruct"  # the --model_alias: what /v1/models lists and replies name
 CONTEXT_TOKENS = 4096  # the --n_ctx it is served with: the embedded profile's context window

@@ -20,7 +20,7 @@ class StepSink(Protocol):
         """The run's status; the last call's detail has "answer", "error" and "totals"."""
 
     # Optional: `async def durable(self) -> None`, "everything handed over so far is stored",
-    # which the runtime awaits before a tool call (traces.recorder.Recorder has it): see
+    # which the runtime awaits before a tool call (agentlab.runs.recorder.Recorder has it): see
     # `durable` below.
 
 

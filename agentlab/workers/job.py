@@ -2,7 +2,7 @@
 
 `execute(run_id, debug)` claims the run for this worker (its `Run.worker` becomes
 `engine:<this process>`, which the start-up sweep of traces.startup leaves to the engine),
-then runs it exactly as a web process would (agentlab.live.engine.start_here: a replay, fork or
+then runs it exactly as a web process would (agentlab.runs.engine.start_here: a replay, fork or
 resume rebuilds its record from the database; recorder, fanout, RunControl), its control group
 joined while it runs here. A run that another worker had started (a retried job: that worker
 stopped) continues from its trace (takeover.py). When the run has ended — also when a retried
@@ -27,14 +27,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentlab.evals.on_workers import settle
-from agentlab.live import control as live
-from agentlab.live import engine
+from agentlab.runs import control as run_control
+from agentlab.runs import engine
+from agentlab.runs.registry import REGISTRY
 from agentlab.workers.relay import RELAY
 from agentlab.workers.takeover import plan_takeover
 from traces.models import Run
-from traces.run_registry import REGISTRY
+from traces.owners import owner_id, worker_id
 from traces.schema import ACTIVE_STATUSES
-from traces.workers import owner_id, worker_id
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ async def _execute(run_id: int, debug: dict[str, Any] | None) -> None:
         prepare = plan.prepare
         log.warning("run %s taken over from %s after step %s", run_id, previous,
                     plan.resume_after)
-    settings_ = live.DebugSettings.from_frame(debug or {})
+    settings_ = run_control.DebugSettings.from_frame(debug or {})
     # As in a web process: a replay, fork or resume rebuilds its record from the database.
     if await engine.start_here(run, settings_, prepare=prepare) is None:
         return  # it could not be prepared, and ended failed saying why

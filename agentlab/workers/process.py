@@ -21,7 +21,7 @@ from agentlab.workers.app import QUEUE, run_job, run_lock, worker_app
 from agentlab.workers.relay import RELAY, Relay
 from traces import startup
 from traces.models import Run
-from traces.workers import ENGINE_PREFIX, become_engine_worker, worker_id
+from traces.owners import ENGINE_PREFIX, become_engine_worker, worker_id
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from typing import Any
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from agentlab.live import control as live
-from agentlab.live import engine
+from agentlab.runs import control as run_control
+from agentlab.runs import engine
 
 log = logging.getLogger(__name__)
 
@@ -125,13 +125,13 @@ class Relay:
         run_id, reply_to = message.get("run_id"), message.get("reply_to")
         if not isinstance(run_id, int) or not isinstance(reply_to, str):
             return
-        control = live.get(run_id)
+        control = run_control.get(run_id)
         reply: dict[str, Any] = {"type": "run.reply", "ok": False, "error": NOT_HELD}
         if control is not None and message.get("type") == "run.control":
             try:
                 await control.act(message["frame"])
                 reply = {"type": "run.reply", "ok": True}
-            except live.ControlError as exc:
+            except run_control.ControlError as exc:
                 reply["error"] = str(exc)
         elif control is not None and message.get("type") == "run.state":
             reply = {"type": "run.reply", "ok": True, "state": engine.local_state(control)}

@@ -12,8 +12,8 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from agentlab.runs.execution import execute_run
 from agentlab.runs.snapshot import create_run
-from agentlab.runs.tasks import execute_run
 from tests.browser.test_chat import agent  # noqa: F401 (a fixture)
 from tests.fake_openai import Reply
 from traces.models import Run

@@ -7,8 +7,9 @@ each visitor gets: `login` (sent to log in), `404` (another user's row: not disc
 page that answers but shows none of alice's rows), `admin` (sent to the admin's login),
 `accepted` / `refused` for sockets (refused: an error frame, then close 4403).
 
-Runs that an action would launch are recorded instead of run (`tasks.launch`, `engine.submit`,
-`engine.start_experiment`): this file is about who may act, the other tests about what runs."""
+Runs that an action would launch are recorded instead of run (`execution.launch`,
+`run_engine.submit`, `runner.start_experiment`): this file is about who may act, the other tests
+about what runs."""
 
 from __future__ import annotations
 
@@ -27,11 +28,11 @@ from django.utils import timezone
 from agentlab.asgi import application
 from agentlab.chat.models import ChatTurn, Conversation
 from agentlab.compare.models import Comparison, ComparisonEntry
-from agentlab.evals import engine
+from agentlab.evals import runner
 from agentlab.evals.models import Case, Suite
-from agentlab.live import engine as live_engine
 from agentlab.routing import websocket_urlpatterns
-from agentlab.runs import tasks
+from agentlab.runs import engine as run_engine
+from agentlab.runs import execution
 from agentlab.runs.snapshot import create_run
 from tests.factories import make_agents, scripted_profile
 from tests.test_consumers import headers
@@ -192,12 +193,12 @@ def world(django_user_model, monkeypatch) -> dict[str, Any]:
     async def submit(run, settings=None):  # a replay, fork or resume: recorded the same way
         launched.append(run.pk)
 
-    monkeypatch.setattr(tasks, "launch", launch)
+    monkeypatch.setattr(execution, "launch", launch)
     # Executing one here would prepare it in another thread, on another connection, which
     # cannot see this test's uncommitted rows, and its recorder would then wait minutes for
     # SQLite's write lock that the test's transaction holds.
-    monkeypatch.setattr(live_engine, "submit", submit)
-    monkeypatch.setattr(engine, "start_experiment", lambda experiment: launched.append(
+    monkeypatch.setattr(run_engine, "submit", submit)
+    monkeypatch.setattr(runner, "start_experiment", lambda experiment: launched.append(
         experiment.pk))
     users = {  # no passwords (force_login): hashing three is most of a case's time
         "owner": django_user_model.objects.create_user("alice"),
@@ -213,8 +214,8 @@ def world(django_user_model, monkeypatch) -> dict[str, Any]:
                                        agent=r.agent, run=r)
     suite = Suite.objects.create(name="Sums")
     Case.objects.create(suite=suite, position=1, question=SECRET, expected="4")
-    earlier = engine.create_experiment(alice, suite, agents[:1], title=SECRET)
-    experiment = engine.create_experiment(alice, suite, agents[:1], previous=earlier)
+    earlier = runner.create_experiment(alice, suite, agents[:1], title=SECRET)
+    experiment = runner.create_experiment(alice, suite, agents[:1], previous=earlier)
     conversation = Conversation.objects.create(user=alice, agent=agents[0], title=SECRET)
     ChatTurn.objects.create(conversation=conversation, run=second, position=1)
     ids = {"run": run.pk, "second": second.pk, "comparison": comparison.pk,

@@ -4,7 +4,8 @@ starts — judged by process identity, not by host name.
 
 Whole runs go through `manage.py run_agent` on the scripted OpenAI-compatible server (the real
 runtime, recorder, writer and database); the writes are broken where they happen
-(traces.recorder._save_status, traces.writer.upsert_steps). Starting processes are real ones:
+(agentlab.runs.recorder._save_status, agentlab.runs.writer.upsert_steps).
+Starting processes are real ones:
 daphne on the test database (a web process) and a Python process that records a run's first
 status (a worker).
 """
@@ -28,15 +29,16 @@ from django.db import OperationalError, connection
 from django.utils import timezone
 
 from agentlab.bench.servers import database_url, free_port
-from agentlab.evals import engine
+from agentlab.evals import runner
 from agentlab.evals.models import Experiment, Suite
+from agentlab.runs import recorder, writer
 from tests.factories import make_agents, scripted_profile
 from tests.failing_writes import failing_rows
 from tests.fake_openai import Reply
-from traces import bundle_store, recorder, startup, writer
+from traces import bundle_store, startup
 from traces.models import Run, Step
+from traces.owners import Identity, process_start, this_process, worker_id
 from traces.schema import Step as StepRecord
-from traces.workers import Identity, process_start, this_process, worker_id
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,11 +76,11 @@ class TestTheFinalStatusWrite:
             self, answered, staff, monkeypatch, quick_retries, caplog):
         save = failing(recorder._save_status, times=1, when=finished)
         monkeypatch.setattr(recorder, "_save_status", save)
-        with caplog.at_level(logging.WARNING, logger="traces.recorder"):
+        with caplog.at_level(logging.WARNING, logger="agentlab.runs.recorder"):
             run = answered()
         assert save.failures == 1
         assert (run.status, run.final_answer, run.llm_calls) == ("succeeded", "It is 42.", 1)
-        assert [r.getMessage() for r in caplog.records if r.name == "traces.recorder"] == [
+        assert [r.getMessage() for r in caplog.records if r.name == "agentlab.runs.recorder"] == [
             f"run {run.pk}: writing its status 'succeeded' failed (try 1 of 4): database is "
             "locked"]
 
@@ -86,7 +88,7 @@ class TestTheFinalStatusWrite:
             self, answered, staff, monkeypatch, quick_retries, caplog):
         save = failing(recorder._save_status, times=None, when=finished)
         monkeypatch.setattr(recorder, "_save_status", save)
-        with caplog.at_level(logging.WARNING, logger="traces.recorder"):
+        with caplog.at_level(logging.WARNING, logger="agentlab.runs.recorder"):
             run = answered()
         assert save.failures == 4  # the first try and three retries, each logged
         assert caplog.text.count("writing its status 'succeeded' failed") == 4
@@ -102,7 +104,7 @@ class TestTheFinalStatusWrite:
                             failing(recorder._save_status, times=None, when=finished))
         last = failing(recorder._mark_failed, times=1)
         monkeypatch.setattr(recorder, "_mark_failed", last)
-        with caplog.at_level(logging.ERROR, logger="traces.recorder"):
+        with caplog.at_level(logging.ERROR, logger="agentlab.runs.recorder"):
             run = answered()
         assert f"run {run.pk}: could not mark it failed either; the writer tries again after " \
                "its next write" in [r.getMessage() for r in caplog.records]
@@ -135,7 +137,7 @@ class TestTheFinalStep:
             self, answered, staff, monkeypatch, quick_retries, caplog):
         upsert = failing_rows("final", times=None)
         monkeypatch.setattr(writer, "upsert_steps", upsert)
-        with caplog.at_level(logging.ERROR, logger="traces.recorder"):
+        with caplog.at_level(logging.ERROR, logger="agentlab.runs.recorder"):
             run = answered()
         assert run.status == "failed" and run.finished_at is not None
         assert "could not be recorded, so its trace is incomplete" in run.error
@@ -164,10 +166,10 @@ def dead_pid() -> int:
 
 
 class TestProcessIdentity:
-    """Which worker ids name a process that is certainly gone (traces.workers)."""
+    """Which worker ids name a process that is certainly gone (traces.owners)."""
 
     def test_this_process_and_a_live_one_are_alive(self):
-        from traces.workers import left_by_dead_process
+        from traces.owners import left_by_dead_process
 
         me = this_process()
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
@@ -183,7 +185,7 @@ class TestProcessIdentity:
             child.wait()
 
     def test_dead_pids_earlier_boots_and_foreign_places(self):
-        from traces.workers import left_by_dead_process
+        from traces.owners import left_by_dead_process
 
         me, pid = this_process(), dead_pid()
         assert left_by_dead_process(str(Identity(me.host, pid, 123, me.boot, me.place)))
@@ -196,7 +198,7 @@ class TestProcessIdentity:
         assert not left_by_dead_process("") and not left_by_dead_process("garbage")
 
     def test_old_host_pid_ids_are_still_understood(self):
-        from traces.workers import left_by_dead_process
+        from traces.owners import left_by_dead_process
 
         host = socket.gethostname()
         assert left_by_dead_process(f"{host}:{dead_pid()}")
@@ -237,7 +239,7 @@ def leftovers(staff, fake_llm):
     suite_agents = make_agents(scripted_profile(fake_llm.base_url), 1)
     suite = Suite.objects.create(name="s")
     suite.cases.create(question="a?", expected="a", scorer="exact")
-    experiment = engine.create_experiment(staff, suite, suite_agents)
+    experiment = runner.create_experiment(staff, suite, suite_agents)
     Experiment.objects.filter(pk=experiment.pk).update(status="running", worker=dead)
     rows["experiment"] = experiment
     return rows
@@ -294,7 +296,7 @@ class TestStartingProcesses:
     def test_a_worker_process_closes_them_before_its_first_run(self, leftovers, staff):
         mine = Run.objects.create(user=staff, input="q", agent_name="t", paradigm="react")
         script = ("import asyncio, django; django.setup()\n"
-                  "from traces.recorder import Recorder\n"
+                  "from agentlab.runs.recorder import Recorder\n"
                   f"asyncio.run(Recorder({mine.pk}, publish=False).status('running', {{}}))\n")
         done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(),
                               capture_output=True, text=True, timeout=DEADLINE_S)

@@ -31,7 +31,7 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 
 from agentlab.bench.lock_probe import OtherWriter
-from agentlab.evals import engine, scorers
+from agentlab.evals import runner, scorers
 from agentlab.evals.models import Case, Result, Suite
 from agentlab.paradigms import user_regex
 from agentlab.paradigms.reflexion import Reflexion
@@ -44,10 +44,10 @@ from traces import bundle_store, startup, upsert
 from traces.bundle import BundleError, export_bundle, import_bundle
 from traces.models import Run, Step
 from traces.otlp import export_otlp
+from traces.owners import Identity, this_process
 from traces.redact import redact_url
 from traces.schema import Step as StepRecord
 from traces.views import runs as run_views
-from traces.workers import Identity, this_process
 
 BOMB = r"(a|aa)+$"  # exponential backtracking, also in the `regex` package
 BOMB_TEXT = "a" * 40 + "!"
@@ -130,10 +130,10 @@ class TestRegexBombs:
                                 scorer="regex")
             return made
 
-        experiment = await sync_to_async(engine.create_experiment)(
+        experiment = await sync_to_async(runner.create_experiment)(
             user, await sync_to_async(suite)(), agents, concurrency=1)
         async with Ticker() as ticker:
-            done = await engine.run_experiment(experiment.pk)
+            done = await runner.run_experiment(experiment.pk)
         got = {r.case.question: r async for r in Result.objects.filter(
             experiment=done).select_related("case")}
         assert got["q1"].status == "error" and "took longer than 1 s" in got["q1"].error

@@ -25,14 +25,14 @@ from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
 
-from agentlab.live import control as live
 from agentlab.models import Agent, ModelProfile, Tool
+from agentlab.runs import control as run_control
+from agentlab.runs.execution import execute_run
+from agentlab.runs.registry import REGISTRY
 from agentlab.runs.snapshot import create_run
-from agentlab.runs.tasks import execute_run
 from tests.fake_openai import FakeOpenAI, RawServer, Reply
 from traces.bundle import export_bundle
 from traces.models import Run, Step
-from traces.run_registry import REGISTRY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -336,9 +336,9 @@ class TestToolPolicies:
         return source
 
     async def waits_for_approval(self, pk: int) -> None:
-        await until(lambda: bool((c := live.get(pk)) and c.approvals()),
+        await until(lambda: bool((c := run_control.get(pk)) and c.approvals()),
                     "send_email did not wait for approval")
-        control = live.get(pk)
+        control = run_control.get(pk)
         (step,) = control.approvals()
         assert step.name == "send_email" and step.input["to"] == "boss@example.com"
         assert len(mail.outbox) == 1  # nothing sent while it waits
@@ -576,9 +576,9 @@ class TestEditAfterApproval:
                 pass
 
         holder: dict = {}
-        control = live.RunControl(
+        control = run_control.RunControl(
             1, publisher=Published(),
-            settings=live.DebugSettings(break_tools=frozenset({"wire_money"})),
+            settings=run_control.DebugSettings(break_tools=frozenset({"wire_money"})),
             cancel_run=lambda _id: holder["ctx"].cancel() or True)
         ctx, sink = make_context(
             ScriptedModel(script), [wire_money],

@@ -22,7 +22,7 @@ from agentlab.compare.models import Comparison, ComparisonEntry
 from agentlab.evals.models import Case, Experiment, Suite
 from agentlab.live import consumers
 from agentlab.models import Tool
-from agentlab.runs import tasks
+from agentlab.runs import room
 from agentlab.runs.snapshot import create_run
 from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import Reply
@@ -67,13 +67,13 @@ def test_what_holds_a_place(agent, user, other_user, settings):
     create_run(agent, user, "never started")  # a one-off run nobody started holds none
     done = going(agent, user, 1)[0]
     Run.objects.filter(pk=done.pk).update(status="succeeded")
-    tasks.ensure_room(user)  # one place left
+    room.ensure_room(user)  # one place left
     going(agent, user, 1, "queued")  # claimed by a process: it holds one
-    with pytest.raises(tasks.RunLimit, match="You already have 2 runs going and one user may "
+    with pytest.raises(room.RunLimit, match="You already have 2 runs going and one user may "
                                              "have 2 at once"):
-        tasks.ensure_room(user)
+        room.ensure_room(user)
     settings.AGENTLAB_MAX_ACTIVE_RUNS = 0  # no limit
-    tasks.ensure_room(user, 100)
+    room.ensure_room(user, 100)
 
 
 def test_a_one_off_run_over_the_limit_is_refused_and_nothing_is_queued(

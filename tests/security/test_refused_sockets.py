@@ -23,8 +23,9 @@ from django.test import Client
 from agentlab.asgi import application
 from agentlab.chat.models import ChatTurn, Conversation
 from agentlab.compare.models import Comparison
-from agentlab.live import control as live
 from agentlab.models import Tool
+from agentlab.runs import control as run_control
+from agentlab.runs import fanout
 from agentlab.runs.snapshot import create_run
 from tests.factories import make_agents, scripted_profile
 from tests.test_consumers import (
@@ -37,7 +38,6 @@ from tests.test_consumers import (
     paused,
     synced,
 )
-from traces import fanout
 from traces.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,7 +95,7 @@ async def state(*run_ids: int) -> list[Any]:
     for pk in run_ids:
         run = await Run.objects.aget(pk=pk)
         steps = [(s.seq, s.status, s.input) async for s in run.steps.order_by("seq")]
-        control = live.get(pk)
+        control = run_control.get(pk)
         held = (None if control is None else
                 ([s.seq for s in control.approvals()], control.settings, sorted(control.pauses),
                  control._pause_next))

@@ -36,7 +36,7 @@ def describe(step: Step) -> str:
 
 
 class TerminalSink:
-    """A StepSink that prints; agentlab.runs.tasks.execute_run puts it beside the Recorder."""
+    """A StepSink that prints; agentlab.runs.execution.execute_run puts it beside the Recorder."""
 
     def __init__(self, stream: TextIO = sys.stdout, colour: bool | None = None) -> None:
         self.stream = stream

@@ -100,7 +100,7 @@ class _Seq:
 
 
 class LiveSink:
-    """Tee'd after the recorder (agentlab.runs.tasks.execute_run) while live export is on."""
+    """Tee'd after the recorder (agentlab.runs.execution.execute_run) while live export is on."""
 
     def __init__(self, info: RunInfo, *, started_known: bool = False) -> None:
         self.info, self.started_known = info, started_known

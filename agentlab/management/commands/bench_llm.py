@@ -41,8 +41,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, agent: str, questions: int, **options: Any) -> None:
         from agentlab.llm.local_server import LocalModelError, LocalModelServer
+        from agentlab.runs.execution import execute_run
         from agentlab.runs.snapshot import create_run
-        from agentlab.runs.tasks import execute_run
 
         row = find_agent(agent)
         if not row.model_profile.is_embedded:

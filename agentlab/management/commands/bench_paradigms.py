@@ -79,8 +79,8 @@ class Command(BaseCommand):
 
     def _bench(self, agent: Agent, question: str | None, repeat: int, owner: Any, index: int,
                total: int) -> Row:
+        from agentlab.runs.execution import execute_run
         from agentlab.runs.snapshot import create_run
-        from agentlab.runs.tasks import execute_run
 
         asked = question or agent.demo_question or "What is 17 * 23?"
         outcomes, ids = [], []

@@ -61,7 +61,7 @@ class Command(BaseCommand):
             sys.exit(1)
 
     async def _execute(self, run: Any, approve: str) -> Any:
-        from agentlab.runs.tasks import execute_run
+        from agentlab.runs.execution import execute_run
         from agentlab.runtime.context import Approval
 
         interactive = sys.stdin.isatty()

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agentlab.evals import engine
+from agentlab.evals import runner
 from agentlab.evals.models import Result, Suite
 from agentlab.evals.summary import agent_summary
 from agentlab.management.commandutil import (
@@ -61,7 +61,7 @@ class Command(BaseCommand):
         if limit is not None and limit < 1:
             raise CommandError("--limit must be at least 1")
         try:
-            experiment = engine.create_experiment(
+            experiment = runner.create_experiment(
                 find_user(user), found, rows, title=title, concurrency=concurrency,
                 judge_profile=judge_profile, case_limit=limit, run_timeout_s=run_timeout,
                 case_tags=tags)
@@ -79,11 +79,11 @@ class Command(BaseCommand):
             warm_agents(rows, self.stdout)
         tty = self.stdout.isatty()
         try:
-            experiment = asyncio.run(engine.run_experiment(
+            experiment = asyncio.run(runner.run_experiment(
                 experiment.pk, on_progress=self._bar if tty else None,
                 on_result=None if tty else self._line))
         except KeyboardInterrupt:
-            engine.cancel_experiment(experiment.pk)
+            runner.cancel_experiment(experiment.pk)
             experiment.refresh_from_db()
             self.stdout.write("\nInterrupted: the experiment is cancelled; finished results "
                               "are kept.")

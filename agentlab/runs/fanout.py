@@ -12,7 +12,7 @@ Events sent to other processes carry this one's worker id (`origin`), so a consu
 them through the layer as well skips its own (`from_elsewhere`).
 
 A run's subscribers and its queue of events on their way out live in its entry of the run
-registry (traces/run_registry.py), which drops the entry once nothing of the run is left.
+registry (agentlab/runs/registry.py), which drops the entry once nothing of the run is left.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from traces.run_registry import REGISTRY, Subscriber
-from traces.workers import worker_id
+from agentlab.runs.registry import REGISTRY, Subscriber
+from traces.owners import worker_id
 
 log = logging.getLogger(__name__)
 

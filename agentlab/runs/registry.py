@@ -1,12 +1,12 @@
 """The runs this process holds, and how to reach each: one registry per process (`REGISTRY`).
 
 For each run this process knows of there is one `RunEntry`, holding what the process has of it:
-its asyncio task and RunContext while it executes here (agentlab.runs.tasks), its RunControl
-(agentlab.live.control), its lane while recorded events wait to be published (traces.recorder),
-the sockets of this process that watch it and its queue of events on their way to other
-processes (traces.fanout). Everything else asks the registry; no module keeps its own map of
-run ids. The types of the higher layers' parts are Protocols or `Any` here: traces never
-imports agentlab.
+its asyncio task and RunContext while it executes here (agentlab.runs.execution), its RunControl
+(agentlab.runs.control), its lane while recorded events wait to be published
+(agentlab.runs.recorder), the sockets of this process that watch it and its queue of events on
+their way to other processes (agentlab.runs.fanout). Everything else asks the registry; no module
+keeps its own map of run ids. The types of the higher layers' parts are Protocols or `Any` here:
+traces never imports agentlab.
 
 The registry is the one place entries are added (`hold`, `put`) and removed: a part is
 forgotten with `clear` (or a subscriber with `release` after taking it off the list), and the
@@ -14,9 +14,10 @@ entry goes as soon as nothing of it is left: its task done, no context, no contr
 no subscriber, nothing waiting to go out. So a process that ran and watched a thousand runs
 holds nothing of them once they are over.
 
-Held by the process but not per run, so not here: the one writer thread (traces.writer.WRITER)
-and the display's render cache (traces.display.renderer, keyed by a step's content, bounded).
-A worker process that hosts runs for others (issue 20's engine) registers them the same way.
+Held by the process but not per run, so not here: the one writer thread
+(agentlab.runs.writer.WRITER) and the display's render cache (traces.display.renderer, keyed by a
+step's content, bounded). A worker process that hosts runs for others (issue 20's engine) registers
+them the same way.
 
 All of it is touched from the serving loop's thread only (fanout.publish also from a command
 outside any loop, which then owns the process).
@@ -43,10 +44,10 @@ class RunEntry:
     """What this process holds of one run; a part is None (or empty) when it has none of it."""
 
     run_id: int
-    task: asyncio.Task[Any] | None = None  # executing here (tasks.launch)
+    task: asyncio.Task[Any] | None = None  # executing here (execution.launch)
     context: Cancellable | None = None  # its RunContext while the run loop executes it
-    control: Any = None  # its live.control.RunControl
-    lane: Any = None  # traces.recorder's lane, while events wait to be published
+    control: Any = None  # its runs.control.RunControl
+    lane: Any = None  # agentlab.runs.recorder's lane, while events wait to be published
     subscribers: list[Subscriber] = field(default_factory=list)  # this process's watchers
     outgoing: asyncio.Queue[dict[str, Any]] | None = None  # events on their way out
     sender: asyncio.Task[None] | None = None  # the task draining `outgoing`

@@ -3,17 +3,18 @@ task engine (agentlab.workers, `AGENTLAB_RUNS_ON=workers`).
 
 Every page and socket that starts a run calls `submit`, and every control or state request for
 a run this process does not hold goes through `control` / `state`; which engine answers is
-decided once, at start-up (`agentlab.apps` installs the workers' engine with `use`). So the
-embedded profile and the scale profile share one code path above this module:
+named by one dotted-path setting, `AGENTLAB_RUN_ENGINE` (from `AGENTLAB_RUNS_ON`), the way
+Channels names its layer. So the embedded profile and the scale profile share one code path
+above this module:
 
-- `InProcess`: the run is an asyncio task of this process's loop (agentlab.live.control.start);
+- `InProcess`: the run is an asyncio task of this process's loop (agentlab.runs.control.start);
   a run this process does not hold has no one to reach.
 - `agentlab.workers.engine.WorkerEngine`: the run is a procrastinate job executed by a worker
   process; controls and state requests travel over the channel layer to whichever worker holds
   the run, and its answer (or refusal) comes back.
 
 Wherever a run executes, it is prepared from its rows alone (`start_here`): a replay, fork or
-resume rebuilds the record it follows from the database (the planner agentlab.apps installs:
+resume rebuilds the record it follows from the database (the `prepare_run` hook, traces/hooks.py:
 agentlab.forks.record.prepare_for), so the same run executes the same way in this process and
 on a worker, and nothing but the run's id crosses between them.
 """
@@ -21,12 +22,15 @@ on a worker, and nothing but the run's id crosses between them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
-from agentlab.live import control as live
-from traces.recorder import Recorder
+from agentlab.runs import control as run_control
+from agentlab.runs.recorder import Recorder
+from traces.hooks import hook, load
 
 Prepare = Callable[[Any], None]  # rewires a run's built RunContext (runs.tasks.execute_run)
 Planner = Callable[[Any], Prepare | None]  # a run -> how it is prepared (None: as it is)
@@ -36,7 +40,7 @@ class RunEngine(Protocol):
     name: str
     in_this_process: bool  # whether submitted runs execute as tasks of this process's loop
 
-    async def submit(self, run: Any, settings: live.DebugSettings | None = None) -> None:
+    async def submit(self, run: Any, settings: run_control.DebugSettings | None = None) -> None:
         """Have `run` (a claimed, queued traces Run) executed from now on."""
 
     async def control(self, run_id: int, frame: dict[str, Any]) -> None:
@@ -53,64 +57,56 @@ class InProcess:
     name = "this process"
     in_this_process = True
 
-    async def submit(self, run: Any, settings: live.DebugSettings | None = None) -> None:
+    async def submit(self, run: Any, settings: run_control.DebugSettings | None = None) -> None:
         await start_here(run, settings)
 
     async def control(self, run_id: int, frame: dict[str, Any]) -> None:
-        raise live.ControlError("the run is not active")
+        raise run_control.ControlError("the run is not active")
 
     async def state(self, run_id: int) -> dict[str, Any] | None:
         return None
 
 
-_ENGINE: list[RunEngine] = [InProcess()]
-_PLANNER: list[Planner] = []
-
-
-def plan_with(planner: Planner) -> None:
-    """Install how a run is prepared where it executes, from its rows (sync: it reads the
-    database; ValueError when the run cannot be prepared)."""
-    _PLANNER[:] = [planner]
-
-
-async def start_here(run: Any, settings: live.DebugSettings | None = None, *,
-                     prepare: Prepare | None = None) -> live.RunControl | None:
+async def start_here(run: Any, settings: run_control.DebugSettings | None = None, *,
+                     prepare: Prepare | None = None) -> run_control.RunControl | None:
     """Execute `run` (a claimed traces Run) in this process from now on: InProcess.submit, a
     worker's job. Unless `prepare` is given (a takeover's), the installed planner prepares it
     from the database; a run it cannot prepare (a fork whose source was deleted since) ends
     failed with the reason, recorded and announced like any ending, and None is returned."""
-    if prepare is None and _PLANNER:
+    planner: Planner | None = hook("prepare_run")
+    if prepare is None and planner is not None:
         try:
-            prepare = await sync_to_async(_PLANNER[0], thread_sensitive=False)(run)
+            prepare = await sync_to_async(planner, thread_sensitive=False)(run)
         except ValueError as exc:
             await Recorder(run.pk).status("failed", {"error": str(exc)})
             return None
-    return live.start(run, settings, prepare=prepare)
+    return run_control.start(run, settings, prepare=prepare)
 
 
 def current() -> RunEngine:
-    return _ENGINE[0]
+    """The engine `settings.AGENTLAB_RUN_ENGINE` names (one instance per class and process)."""
+    return _instance(settings.AGENTLAB_RUN_ENGINE)
 
 
-def use(engine: RunEngine) -> None:
-    """Install the engine every later `submit` / `control` / `state` goes to."""
-    _ENGINE[0] = engine
+@cache
+def _instance(path: str) -> RunEngine:
+    return load(path)()
 
 
-async def submit(run: Any, settings: live.DebugSettings | None = None) -> None:
+async def submit(run: Any, settings: run_control.DebugSettings | None = None) -> None:
     await current().submit(run, settings)
 
 
 async def control(run_id: int, frame: dict[str, Any]) -> None:
     """A control frame: to the run's RunControl when this process holds it, else to the
     engine (the worker holding it)."""
-    if (held := live.get(run_id)) is not None:
+    if (held := run_control.get(run_id)) is not None:
         await held.act(frame)
     else:
         await current().control(run_id, frame)
 
 
-def local_state(control: live.RunControl) -> dict[str, Any]:
+def local_state(control: run_control.RunControl) -> dict[str, Any]:
     """What a socket shows of a held run besides its status: the pause detail, the debug
     settings and the calls waiting for approve or deny (also what a worker answers)."""
     return {"detail": control.detail(), "debug": control.settings.to_dict(),
@@ -118,6 +114,6 @@ def local_state(control: live.RunControl) -> dict[str, Any]:
 
 
 async def state(run_id: int) -> dict[str, Any] | None:
-    if (held := live.get(run_id)) is not None:
+    if (held := run_control.get(run_id)) is not None:
         return local_state(held)
     return await current().state(run_id)

@@ -1,7 +1,7 @@
 """Steps -> rows, then -> the run's watchers: persist first, publish second (DESIGN.md).
 
 How, and why (measured by `manage.py bench_live`): the process's one writer thread writes every
-run's rows, all that wait at once in one transaction (traces/writer.py). A run waits for a
+run's rows, all that wait at once in one transaction (agentlab/runs/writer.py). A run waits for a
 finished step's row — so what it recorded survives the process — unless no other run waits
 for the CPU (then waiting only idles it: the rows are waited for before its next tool call, at
 most MAX_AHEAD behind, and before its status); never for a `running` version (its end follows
@@ -9,9 +9,9 @@ at once; in one batch only the end is written and shown), nor for the publishing
 
 Publishing follows in the run's order (tokens after the step they belong to) and happens in
 the loop turn the row is committed: this process's sockets are called directly
-(traces/fanout.py); the channel layer carries the events only to other processes. A run's lane
-(its events in order) lives in its entry of the run registry (traces/run_registry.py) while
-anything waits in it. A status
+(agentlab/runs/fanout.py); the channel layer carries the events only to other processes. A
+run's lane (its events in order) lives in its entry of the run registry (agentlab/runs/registry.py)
+while anything waits in it. A status
 waits until everything before it is published, so a final status never overtakes a step.
 
 A run always ends with an honest status. The steps the runtime writes while a run ends (its
@@ -37,14 +37,15 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from traces import fanout, startup
+from agentlab.runs import fanout
+from agentlab.runs.registry import REGISTRY
+from agentlab.runs.writer import WRITER
+from traces import startup
 from traces.models import Run
-from traces.run_registry import REGISTRY
+from traces.owners import owner_id
 from traces.schema import ACTIVE_STATUSES, FINISHED_STATUSES
 from traces.schema import Step as StepRecord
 from traces.startup import mark_interrupted  # noqa: F401  (its old home; serve and tests)
-from traces.workers import owner_id
-from traces.writer import WRITER
 
 log = logging.getLogger(__name__)
 
@@ -320,5 +321,5 @@ class Recorder:
         if entry is not None and entry.lane is not None:
             await entry.lane.drained()
 
-    def saved(self) -> set[int]:  # for the writer (traces.writer.Owner)
+    def saved(self) -> set[int]:  # for the writer (agentlab.runs.writer.Owner)
         return self._saved

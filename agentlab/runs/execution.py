@@ -1,9 +1,9 @@
-"""The runs this process executes: each an asyncio task of the serving loop, recorded as it goes;
-and the per-user limit on runs going at once (`ensure_room`).
+"""The runs this process executes: each an asyncio task of the serving loop, recorded as it goes.
 
-Consumers, views and commands only forward to a run (cancel, controls through agentlab.live);
+Consumers, views and commands only forward to a run (cancel, controls through
+agentlab.runs.control);
 nothing waits on one in a request. A run's task and its RunContext are parts of its entry in
-the process's run registry (traces/run_registry.py): `REGISTRY.held()` lists the runs
+the process's run registry (agentlab/runs/registry.py): `REGISTRY.held()` lists the runs
 executing here.
 """
 
@@ -15,23 +15,21 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Q, QuerySet
 
 from agentlab.paradigms.registry import get_paradigm
 from agentlab.runs.build import build_context
+from agentlab.runs.recorder import Recorder
+from agentlab.runs.registry import REGISTRY
+from agentlab.runs.room import ensure_room
 from agentlab.runtime import slots
 from agentlab.runtime.context import RunContext
 from agentlab.runtime.loop import RunOutcome, execute
 from agentlab.runtime.sinks import TeeSink
 from traces.models import Run
-from traces.otel import live
+from traces.otel import live as otel_live
 from traces.otel.stream import LiveSink
-from traces.recorder import Recorder
-from traces.run_registry import REGISTRY
-from traces.workers import worker_id
+from traces.owners import worker_id
 
 
 async def execute_run(run: Run, *, watchers: tuple[Any, ...] = (),
@@ -45,7 +43,7 @@ async def execute_run(run: Run, *, watchers: tuple[Any, ...] = (),
     # A finished step's row is waited for only while other runs wait for the CPU.
     recorder = Recorder(run.pk, ahead=slots.free)
     # Spans to OTEL_EXPORTER_OTLP_ENDPOINT as the run goes, when set (traces.otel.live).
-    exporter = await sync_to_async(LiveSink.for_run)(run) if live.enabled() else None
+    exporter = await sync_to_async(LiveSink.for_run)(run) if otel_live.enabled() else None
     extra = (*watchers, exporter) if exporter is not None else watchers
     sink = TeeSink(recorder, *extra) if extra else recorder
     ctx = build_context(run.agent_snapshot, sink=sink, user_groups=groups,
@@ -97,35 +95,3 @@ def claim_queued(run_id: int) -> Run | None:
 @database_sync_to_async
 def is_queued(run_id: int) -> bool:
     return Run.objects.filter(pk=run_id, status="queued", worker="").exists()
-
-
-# ---------------------------------------------------------------------- runs going per user
-
-class RunLimit(ValueError):
-    """The user already has as many runs going as one user may (the message says so)."""
-
-
-def going(user_id: int) -> QuerySet[Run]:
-    """The user's runs that hold a place: running, paused, or queued and claimed by a process
-    (a one-off run nobody started yet holds none: it is counted when its page starts it)."""
-    return Run.objects.filter(Q(status__in=("running", "paused"))
-                              | Q(status="queued") & ~Q(worker=""), user_id=user_id)
-
-
-def ensure_room(user: Any, more: int = 1) -> None:
-    """Refuse (RunLimit) when `more` runs would take `user` (a user or an id) over
-    settings.AGENTLAB_MAX_ACTIVE_RUNS (0: no limit). Call it inside the transaction that
-    creates or claims the runs: it locks the user's row (PostgreSQL; SQLite's IMMEDIATE
-    transactions already serialise writers), so two requests cannot both take the last place."""
-    limit = settings.AGENTLAB_MAX_ACTIVE_RUNS
-    if limit <= 0:
-        return
-    user_id = getattr(user, "pk", user)
-    with transaction.atomic():
-        list(get_user_model().objects.select_for_update().filter(pk=user_id).values_list("pk"))
-        taken = going(user_id).count()
-    if taken + more > limit:
-        asked = "another run" if more == 1 else f"{more} more runs"
-        raise RunLimit(f"You already have {taken} run{'s' * (taken != 1)} going and one user "
-                       f"may have {limit} at once, so {asked} cannot start: wait for one to "
-                       "finish, or cancel one.")

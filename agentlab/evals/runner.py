@@ -1,9 +1,9 @@
 """Running an experiment: every (case, agent) pair is a normal recorded run, scored as it ends.
 
-Where its runs execute follows the run engine (agentlab.live.engine):
+Where its runs execute follows the run engine (agentlab.runs.engine):
 - In this process (the embedded default): `run_experiment` awaits the whole experiment in the
   calling task (the terminal command); `start_experiment` launches it as a task of the running
-  loop (daphne's), as agentlab.runs.tasks.launch does for one run. Pairs run under an
+  loop (daphne's), as agentlab.runs.execution.launch does for one run. Pairs run under an
   asyncio.Semaphore(experiment.concurrency); `cancel_experiment` cancels the runs in flight
   here.
 - On the engine's workers (the scale profile): nothing of the experiment lives in this process
@@ -36,11 +36,11 @@ from django.utils import timezone
 from agentlab.evals import on_workers, pairs
 from agentlab.evals.models import Case, Experiment, Result, Suite, clean_tags
 from agentlab.evals.pairs import Progress
-from agentlab.live import engine as run_engine
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.models import Agent, ModelProfile
-from agentlab.runs import tasks
-from traces.workers import left_by_dead_process, worker_id
+from agentlab.runs import engine as run_engine
+from agentlab.runs import execution
+from traces.owners import left_by_dead_process, worker_id
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class Control:
     def cancel(self) -> None:  # on the loop's thread
         self.cancelled = True
         for run_id in list(self.runs):
-            tasks.cancel(run_id)
+            execution.cancel(run_id)
 
 
 CONTROLS: dict[int, Control] = {}
@@ -202,7 +202,7 @@ async def run_experiment(experiment_id: int, *, on_progress: Progress | None = N
 
 
 def mark_interrupted() -> int:
-    """Experiments left running by a dead process (traces.workers: judged by process identity)
+    """Experiments left running by a dead process (traces.owners: judged by process identity)
     become `interrupted`: their finished results stay, the rest are cancelled (a re-run runs
     them all again). Every starting process calls it once (traces.startup). An experiment on
     the workers belongs to no process (its `worker` is "engine:…"), so it is never judged."""
@@ -244,7 +244,7 @@ async def _pair(result_id: int, control: Control, judge: OpenAIChatModel | None
         else:
             control.runs.add(run.pk)
             try:
-                outcome = await tasks.execute_run(run)
+                outcome = await execution.execute_run(run)
             finally:
                 control.runs.discard(run.pk)
             fields = await pairs.verdict(case, outcome.status, outcome.answer, outcome.error,

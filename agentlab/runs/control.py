@@ -2,11 +2,11 @@
 edits and approvals (README "Step-by-step debugging").
 
 A `RunControl` is three things to one run: its `checkpoint` and `approver` hooks (handed to
-`tasks.launch`), a watcher sink (it sees every recorded step, for breakpoints "after" a step),
+`execution.launch`), a watcher sink (it sees every recorded step, for breakpoints "after" a step),
 and the target of the controls a WebSocket consumer forwards. Waiting is an asyncio future per
 pause, so the run's task sleeps and the socket stays free; cancel reaches the task through
-`tasks.cancel`. A run's control is part of its entry in this process's run registry
-(traces/run_registry.py), until its task is done.
+`execution.cancel`. A run's control is part of its entry in this process's run registry
+(agentlab/runs/registry.py), until its task is done.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any, Literal, Protocol
 
 from django.conf import settings
 
-from agentlab.runs import tasks
+from agentlab.runs import execution
+from agentlab.runs.recorder import Recorder
+from agentlab.runs.registry import REGISTRY
 from agentlab.runtime.context import Approval
-from traces.recorder import Recorder
-from traces.run_registry import REGISTRY
 from traces.schema import Step
 
 LLM_REQUEST_KEYS = ("messages", "tools", "tool_choice", "response_format", "stop",
@@ -124,7 +124,7 @@ class Pause:
 class RunControl:
     run_id: int
     publisher: Publisher | None = None
-    cancel_run: Callable[[int], bool] = tasks.cancel
+    cancel_run: Callable[[int], bool] = execution.cancel
     settings: DebugSettings = field(default_factory=DebugSettings)
     pauses: dict[int, Pause] = field(default_factory=dict)  # seq -> what waits there
     _pause_next: str | None = None  # why the next checkpoint pauses (pause, step, breakpoint)
@@ -320,7 +320,7 @@ def start(run: Any, settings: DebugSettings | None = None, **hooks: Any) -> RunC
     """Launch `run` (a traces Run) in this loop under a new RunControl; call from async code."""
     control = RunControl(run.pk, settings=settings or DebugSettings())
     REGISTRY.put(run.pk, control=control)
-    task = tasks.launch(run, checkpoint=control.checkpoint, approver=control.approve,
+    task = execution.launch(run, checkpoint=control.checkpoint, approver=control.approve,
                          watchers=(control,), **hooks)
     task.add_done_callback(lambda _t: REGISTRY.clear(run.pk, "control", only=control))
     return control

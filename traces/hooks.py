@@ -1,0 +1,37 @@
+"""How a lower layer asks a higher one without importing it: by name, through a setting.
+
+`settings.AGENTLAB_HOOKS` maps each hook's name to the dotted path of the function that
+answers it, the way Django names its middleware and Channels its layer; the path is imported
+the first time the hook is asked. So `traces` (the record) and `agentlab.runs` reach the
+paradigm registry, the evaluation app or the forks without an import that runs upward, and an
+imported trace still opens where no hook answers (a process without agentlab, a test).
+
+The hooks (agentlab/hooks.py answers them; docs/ARCHITECTURE.md "Hooks"):
+- `paradigm_name(key) -> str | None`: "ReAct" for "react" (traces.display.labels);
+- `run_scores(run_id) -> list[dict]`: how a run's answer scored (the run page's header);
+- `sweep() -> dict[str, int]`: what a starting process closes besides runs and imports
+  (traces.startup; today the experiments of processes that are gone);
+- `prepare_run(run) -> Prepare | None`: how a replay, fork or resume is prepared where it
+  executes, from its rows (agentlab.runs.engine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+
+@cache
+def load(path: str) -> Any:
+    """The object at dotted `path` (imported once per process)."""
+    return import_string(path)
+
+
+def hook(name: str) -> Callable[..., Any] | None:
+    """The function that answers hook `name`, or None when no one does."""
+    path = getattr(settings, "AGENTLAB_HOOKS", {}).get(name)
+    return load(path) if path else None
