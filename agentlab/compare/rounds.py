@@ -51,8 +51,8 @@ def rerun_agents(comparison: Comparison) -> list[Agent]:
 
 
 async def launch_all(runs: Sequence[Run]) -> None:
-    """Start every run (as a task of daphne's loop, or on the workers: agentlab/runs/engine.py): they
-    run concurrently, each under a live.RunControl so its column and run page can pause, step
+    """Start every run (as a task of daphne's loop, or on the workers: agentlab/runs/engine.py):
+    they run concurrently, each under a live.RunControl so its column and run page can pause, step
     and cancel it."""
     for run in runs:
         await engine.submit(run)
