@@ -22,7 +22,7 @@ from tests.other_process import TOKENS
 from tests.test_consumers import connect, frames_until, is_type, new_seqs, synced
 from tests.waiting import await_until
 from traces.models import Run, Step
-from traces.owners import worker_id
+from traces.owners import process_id
 from traces.schema import Step as StepRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -128,7 +128,7 @@ async def test_an_event_published_outside_any_event_loop_still_reaches_the_group
     await redis_layer.group_add(fanout.group_name(7001), channel)
     await sync_to_async(fanout.publish)(7001, {"type": "run.status", "status": "cancelled"})
     got = await asyncio.wait_for(redis_layer.receive(channel), 5)
-    assert (got["type"], got["status"], got["origin"]) == ("run.status", "cancelled", worker_id())
+    assert (got["type"], got["status"], got["origin"]) == ("run.status", "cancelled", process_id())
 
 
 async def test_a_burst_from_another_process_reaches_the_socket_whole(user, redis_layer):

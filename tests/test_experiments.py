@@ -22,7 +22,7 @@ from agentlab.evals.summary import agent_summary, change_counts, compare, matrix
 from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import AtOnce, Fail
 from traces.models import Run
-from traces.owners import worker_id
+from traces.owners import process_id
 
 with_db = pytest.mark.django_db(transaction=True)
 
@@ -297,7 +297,7 @@ def test_an_experiment_left_running_by_a_dead_process_is_marked_interrupted(prof
     Result.objects.filter(pk=first.pk).update(status="done", score=1.0, passed=True)
     Result.objects.filter(pk=second.pk).update(status="running")
     alive = runner.create_experiment(user, suite, agents)  # this process: still running
-    Experiment.objects.filter(pk=alive.pk).update(status="running", worker=worker_id())
+    Experiment.objects.filter(pk=alive.pk).update(status="running", worker=process_id())
 
     assert runner.mark_interrupted() == 1
     left.refresh_from_db()

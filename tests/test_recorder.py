@@ -17,7 +17,7 @@ from agentlab.runs import fanout
 from agentlab.runs.recorder import Recorder, mark_interrupted
 from tests.waiting import turns
 from traces.models import Run, Step
-from traces.owners import parse_worker, worker_id
+from traces.owners import parse_process_id, process_id
 from traces.schema import Step as StepRecord
 
 
@@ -112,8 +112,8 @@ async def test_status_updates_carry_answer_error_and_totals(user):
     recorder = Recorder(run.pk, publish=False)
     await recorder.status("running", {})
     await run.arefresh_from_db()
-    assert run.status == "running" and run.started_at and run.worker == worker_id()
-    assert parse_worker(run.worker).pid == os.getpid()
+    assert run.status == "running" and run.started_at and run.worker == process_id()
+    assert parse_process_id(run.worker).pid == os.getpid()
     totals = {"llm_calls": 3, "tool_calls": 2, "tokens_in": 100, "tokens_out": 20,
               "cost_usd": 0.5, "wall_ms": 1234.0, "format_errors": 1, "reflections": 0}
     await recorder.status("succeeded", {"answer": "4", "error": None, "totals": totals})
@@ -302,7 +302,7 @@ def test_queued_runs_nobody_picked_up_become_interrupted_after_the_grace(user):
 
     forgotten = queued(QUEUED_GRACE_S + 60)
     recent = queued(QUEUED_GRACE_S - 60)  # its page may still open and start it
-    claimed = queued(QUEUED_GRACE_S + 60, worker=worker_id())  # this live process holds it
+    claimed = queued(QUEUED_GRACE_S + 60, worker=process_id())  # this live process holds it
     assert mark_interrupted() == 1
     for run in (forgotten, recent, claimed):
         run.refresh_from_db()
@@ -322,7 +322,7 @@ def test_the_status_row_and_the_last_resort_called_directly(user):
     _save_status(run.pk, "running", {})  # a second "running" (a resume) keeps the first start
     run.refresh_from_db()
     started = run.started_at
-    assert run.status == "running" and started and run.worker == worker_id()
+    assert run.status == "running" and started and run.worker == process_id()
     assert run.finished_at is None
     _save_status(run.pk, "paused", {"answer": None, "error": None})
     run.refresh_from_db()

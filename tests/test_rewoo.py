@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from agentlab.paradigms._rewoo_worker import tool_arguments
+from agentlab.paradigms._rewoo_evidence import tool_arguments
 from agentlab.paradigms.registry import validate_params
 from agentlab.paradigms.rewoo import ReWOO
 from agentlab.runtime.limits import Limits

@@ -43,7 +43,7 @@ from tests.fake_openai import AtOnce, Delay, Reply
 from tests.test_consumers import connect, frames_until, is_type, paused, synced
 from tests.waiting import await_until
 from traces.models import Run, Step
-from traces.owners import ENGINE_PREFIX, parse_worker, worker_id
+from traces.owners import WORKER_PREFIX, parse_process_id, process_id
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -89,8 +89,8 @@ class Workers:
 
     def holder(self, run: Run) -> subprocess.Popen[bytes]:
         run.refresh_from_db()
-        assert run.worker.startswith(ENGINE_PREFIX), run.worker
-        identity = parse_worker(run.worker.removeprefix(ENGINE_PREFIX))
+        assert run.worker.startswith(WORKER_PREFIX), run.worker
+        identity = parse_process_id(run.worker.removeprefix(WORKER_PREFIX))
         assert identity is not None
         return next(p for p in self.procs if p.pid == identity.pid)
 
@@ -184,7 +184,7 @@ async def test_an_engine_run_left_without_a_job_is_given_one_and_executes(
     it is AGENTLAB_TAKEOVER_S old, and it runs to its answer, with one job."""
     fake_llm.script(CALL, ANSWER)
     run = await sync_to_async(create_run)(calc_agent, user, "What is 6*7?",
-                                          worker=ENGINE_PREFIX + "gone-web-process")
+                                          worker=WORKER_PREFIX + "gone-web-process")
     workers.start(1)
 
     async def over() -> Run | None:
@@ -193,7 +193,7 @@ async def test_an_engine_run_left_without_a_job_is_given_one_and_executes(
 
     row = await await_until(over, timeout=60, message="the orphaned run ended")
     assert row.status == "succeeded" and row.final_answer == "6 times 7 is 42."
-    assert row.worker.startswith(ENGINE_PREFIX) and "gone-web-process" not in row.worker
+    assert row.worker.startswith(WORKER_PREFIX) and "gone-web-process" not in row.worker
 
     def jobs() -> int:
         with connection.cursor() as cursor:
@@ -460,7 +460,7 @@ async def test_a_fork_with_an_edited_observation_executes_on_a_worker_as_it_does
 
     held = await sync_to_async(workers.holder)(there)
     assert held.pid != os.getpid()  # executed by the worker
-    assert here.worker == worker_id()  # the reference: executed here
+    assert here.worker == process_id()  # the reference: executed here
     for fork, asked in ((here, asked_here), (there, asked_there)):
         assert fork.status == "succeeded" and fork.final_answer == "6*7+1 is 101."
         assert (fork.parent_run_id, fork.fork_seq) == (source.pk, 2)

@@ -31,7 +31,7 @@ from django.db import transaction
 
 from traces import upsert
 from traces.models import Run, Step
-from traces.owners import left_by_dead_process, worker_id
+from traces.owners import left_by_dead_process, process_id
 from traces.schema import Step as StepRecord
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def write_run(fields: dict[str, Any], steps: list[StepRecord], *, user: Any) -> 
              "error": fields.pop("error", ""), "worker": "", "step_count": len(steps)}
     with transaction.atomic():
         row = Run.objects.create(**fields, user=staging_user(), status="interrupted",
-                                 input=IMPORTING, error=IMPORTING, worker=worker_id())
+                                 input=IMPORTING, error=IMPORTING, worker=process_id())
     try:
         for chunk in batched(steps, STEP_CHUNK):
             prepared = upsert.statements((row.pk, s) for s in chunk)  # CPU, before the lock

@@ -1,9 +1,9 @@
-"""Which process does the work: worker ids that name one process exactly, and whether it lives.
+"""Who owns a run: process ids that name one process exactly, and whether it still lives.
 
 Pure (no Django): runs, experiments, imports and the embedded model's state file all ask the
 same question after a restart — is the process that held this still alive?
 
-A worker id is `host:pid/start@boot.place` (e.g. `box:4242/1234567@5c1f9a0b2e3d.77aa12bc9e01`):
+A process id is `host:pid/start@boot.place` (e.g. `box:4242/1234567@5c1f9a0b2e3d.77aa12bc9e01`):
 - `host`, `pid`: for people reading it;
 - `start`: when the process started (clock ticks since boot, /proc/<pid>/stat): a pid that the
   kernel has since given to another process has another start, so it is not mistaken for it;
@@ -29,9 +29,10 @@ from pathlib import Path
 _ID = re.compile(r"^(?P<host>[^:/@]*):(?P<pid>\d+)"
                  r"(?:/(?P<start>\d+)@(?P<boot>[0-9a-f]+)\.(?P<place>[0-9a-f]+))?$")
 _PROC = Path("/proc")
-# Run.worker of a run executed by a task engine's worker (agentlab.workers): "engine:<id>".
-# The engine recovers those runs (another worker takes them over), not the start-up sweep.
-ENGINE_PREFIX = "engine:"
+# Run.worker (the column that holds a run's owner) of a run executed by a worker process
+# (agentlab.workers): "engine:<id>" (the value older rows carry, so it stays). The workers
+# recover those runs (another worker takes them over), not the start-up sweep.
+WORKER_PREFIX = "engine:"
 HOST_CHARS = 100  # of the host name kept in an id (Run.worker is a CharField of 200)
 
 
@@ -49,9 +50,9 @@ class Identity:
         return f"{self.host}:{self.pid}/{self.start}@{self.boot}.{self.place}"
 
 
-def parse_worker(worker: str) -> Identity | None:
-    """The identity in a worker id of either form; None for anything else (blank, foreign)."""
-    m = _ID.match(worker or "")
+def parse_process_id(owner: str) -> Identity | None:
+    """The identity in a process id of either form; None for anything else (blank, foreign)."""
+    m = _ID.match(owner or "")
     if m is None:
         return None
     start = int(m["start"]) if m["start"] is not None else None
@@ -65,23 +66,23 @@ def this_process() -> Identity:
     return _mine()[0]
 
 
-def worker_id() -> str:
-    """This process's worker id (computed once per process: it tags every fanout message)."""
+def process_id() -> str:
+    """This process's id (computed once per process: it tags every fanout message)."""
     return _mine()[1]
 
 
-_ENGINE_WORKER: set[int] = set()  # pids of processes that are a task engine's workers
+_WORKERS: set[int] = set()  # pids of processes that are workers (`manage.py worker`)
 
 
-def become_engine_worker() -> None:
-    """This process executes runs for a task engine: the runs it holds are marked so."""
-    _ENGINE_WORKER.add(os.getpid())
+def become_worker() -> None:
+    """This process is a worker that executes queued runs: the runs it holds are marked so."""
+    _WORKERS.add(os.getpid())
 
 
 def owner_id() -> str:
     """What this process writes as the owner of a run it executes (`Run.worker`)."""
-    prefix = ENGINE_PREFIX if os.getpid() in _ENGINE_WORKER else ""
-    return prefix + worker_id()
+    prefix = WORKER_PREFIX if os.getpid() in _WORKERS else ""
+    return prefix + process_id()
 
 
 def _mine() -> tuple[Identity, str]:
@@ -124,7 +125,7 @@ def left_by_dead_process(worker: str) -> bool:
     """True when the process named by `worker` is certainly gone: one of this place whose pid
     is free or now another process's, or one of an earlier boot. Never this process; never a
     process of another place (host or container), nor a blank or unreadable id."""
-    other, me = parse_worker(worker), this_process()
+    other, me = parse_process_id(worker), this_process()
     if other is None or other.host != me.host:
         return False
     if other.start is None:  # the old form "host:pid"

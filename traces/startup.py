@@ -27,7 +27,7 @@ from django.utils import timezone
 from traces import bundle_store
 from traces.hooks import hook
 from traces.models import Run
-from traces.owners import ENGINE_PREFIX, left_by_dead_process
+from traces.owners import WORKER_PREFIX, left_by_dead_process
 from traces.schema import ACTIVE_STATUSES
 
 log = logging.getLogger(__name__)
@@ -42,9 +42,9 @@ _LOCK = threading.Lock()
 def mark_interrupted() -> int:
     """Runs left active by a dead process, or queued and unowned for more than
     QUEUED_GRACE_S, become `interrupted`; returns the count."""
-    # Runs of a task engine's workers are the engine's to recover (traces.owners.ENGINE_PREFIX).
+    # Runs of a task engine's workers are the engine's to recover (traces.owners.WORKER_PREFIX).
     active = (Run.objects.active().exclude(worker="")
-              .exclude(worker__startswith=ENGINE_PREFIX).only("pk", "worker"))
+              .exclude(worker__startswith=WORKER_PREFIX).only("pk", "worker"))
     dead = [run.pk for run in active if left_by_dead_process(run.worker)]
     stale = timezone.now() - timedelta(seconds=QUEUED_GRACE_S)
     dead += list(Run.objects.filter(status="queued", worker="", created__lt=stale)

@@ -2,8 +2,8 @@
 PostgreSQL, each on a free loopback port with its files in a temporary folder, gone when it
 stops.
 
-`tests/redis_fixtures.py` gives a Redis per test session; `bench_engines` starts both for the
-task engines it measures; `tests/scale_profile.py` starts both
+`tests/redis_fixtures.py` gives a Redis per test session; `bench_task_queues` starts both for the
+task queues it measures; `tests/scale_profile.py` starts both
 before Django reads its settings, so a whole test run can use them as DATABASE_URL and
 REDIS_URL (the scale profile, docs/TESTING.md).
 """

@@ -13,7 +13,7 @@ from agentlab.chat.models import ChatTurn, Conversation
 from agentlab.runs import room
 from agentlab.runs.control import ControlError
 from agentlab.runs.snapshot import create_run
-from traces.owners import worker_id
+from traces.owners import process_id
 from traces.schema import ACTIVE_STATUSES, ANSWERED_STATUSES
 
 TITLE_CHARS = 80
@@ -44,7 +44,7 @@ def add_turn_now(conversation_id: int, message: str) -> ChatTurn:
         room.ensure_room(conversation.user_id)
         try:
             run = create_run(conversation.agent, conversation.user, message,
-                             history=history_of(conversation), worker=worker_id())
+                             history=history_of(conversation), worker=process_id())
         except ValueError as exc:  # an agent whose configuration cannot run
             raise ControlError(f"the agent cannot run: {exc}") from None
         position = conversation.turns.count() + 1

@@ -192,10 +192,10 @@ def owner_of(user: Any) -> Any:
 
 def _create_run(row: Any, owner: Any, question: str, history: list[dict[str, str]]) -> Any:
     from agentlab.runs.snapshot import create_run
-    from traces.owners import worker_id
+    from traces.owners import process_id
 
     # Claimed by this process at once: a page's "start" never picks it up.
-    return create_run(row, owner, question, history=history, worker=worker_id())
+    return create_run(row, owner, question, history=history, worker=process_id())
 
 
 def _add_turn(conversation_id: int, run: Any) -> None:

@@ -14,7 +14,7 @@ from agentlab.models import Agent
 from agentlab.runs import engine, room
 from agentlab.runs.snapshot import create_run
 from traces.models import Run
-from traces.owners import worker_id
+from traces.owners import process_id
 
 
 @transaction.atomic
@@ -26,7 +26,7 @@ def new_round(comparison: Comparison, agents: Sequence[Agent]) -> list[Run]:
     runs = []
     for position, agent in enumerate(agents):
         # Claimed by this process at once, so a socket's "start" cannot launch it a second time.
-        run = create_run(agent, comparison.user, comparison.question, worker=worker_id())
+        run = create_run(agent, comparison.user, comparison.question, worker=process_id())
         ComparisonEntry.objects.create(comparison=comparison, round=number, position=position,
                                        agent=agent, run=run)
         runs.append(run)

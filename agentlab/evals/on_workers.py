@@ -39,7 +39,7 @@ from agentlab.evals.models import FINISHED_RESULT_STATUSES, Experiment, Result
 from agentlab.runs import control as run_control
 from agentlab.runs import engine
 from traces.models import Run
-from traces.owners import ENGINE_PREFIX, worker_id
+from traces.owners import WORKER_PREFIX, process_id
 from traces.schema import FINISHED_STATUSES
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ POLL_S = 0.5  # how often `follow` reads the results
 
 
 def _owner() -> str:
-    return ENGINE_PREFIX + worker_id()
+    return WORKER_PREFIX + process_id()
 
 
 async def begin(experiment_id: int) -> Experiment:

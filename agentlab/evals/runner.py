@@ -40,7 +40,7 @@ from agentlab.llm.client import OpenAIChatModel
 from agentlab.models import Agent, ModelProfile
 from agentlab.runs import engine as run_engine
 from agentlab.runs import execution
-from traces.owners import left_by_dead_process, worker_id
+from traces.owners import left_by_dead_process, process_id
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ async def run_experiment(experiment_id: int, *, on_progress: Progress | None = N
     if on_engine_workers():
         return await on_workers.follow(experiment_id, on_progress=on_progress,
                                        on_result=on_result)
-    experiment = await sync_to_async(pairs.begin)(experiment_id, worker=worker_id())
+    experiment = await sync_to_async(pairs.begin)(experiment_id, worker=process_id())
     if experiment.status != "running":  # cancelled before it started, or already over
         return experiment
     control = CONTROLS[experiment_id] = Control(experiment_id, asyncio.get_running_loop())
@@ -261,4 +261,4 @@ async def _pair(result_id: int, control: Control, judge: OpenAIChatModel | None
 
 def _start_pair(result_id: int) -> tuple[Result, Case, Any] | None:
     """The pair's run, claimed by this process (it executes it)."""
-    return pairs.start_pair(result_id, worker=worker_id())
+    return pairs.start_pair(result_id, worker=process_id())

@@ -26,7 +26,7 @@ from agentlab.models import Agent
 from agentlab.runs import engine, room
 from agentlab.runs.snapshot import RECORDED_FIELDS, snapshot
 from traces.models import Run
-from traces.owners import worker_id
+from traces.owners import process_id
 
 __all__ = ["ForkError", "NeedsAgent", "ReplayPlan", "bind", "bound_agent", "create_fork",
            "create_replay", "create_resume", "fork_run", "plan_fork", "plan_replay",
@@ -96,7 +96,7 @@ def _new_run(source: Run, user: Any, snap: dict[str, Any], fork_seq: int | None)
                 user=user, agent_id=snap["agent_id"], agent_name=snap["name"],
                 paradigm=snap["paradigm"], agent_snapshot=snap, input=source.input,
                 history=source.history, parent_run=source, fork_seq=fork_seq,
-                worker=worker_id())
+                worker=process_id())
     except room.RunLimit as exc:
         raise ForkError(str(exc)) from None
 

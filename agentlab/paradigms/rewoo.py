@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentlab.llm.grammars import REWOO_PLAN
-from agentlab.paradigms._rewoo_worker import LLM, Worker, check_plan
+from agentlab.paradigms._rewoo_evidence import LLM, EvidenceGatherer, check_plan
 from agentlab.paradigms.parsing import REWOO_FORMAT, ParseError, PlanStep, parse_rewoo_plan
 from agentlab.paradigms.prompt_files import (
     example_turns,
@@ -70,7 +70,7 @@ class ReWOO(Paradigm):
         """Plan once, run the plan's tools, solve once."""
         params = self.params_of(ctx)
         self.steps: list[PlanStep] = []
-        self.worker: Worker | None = None
+        self.gatherer: EvidenceGatherer | None = None
         # The plan's shape as a grammar for the embedded model (other servers: plain text).
         plan_format = {"type": REWOO_PLAN, "tools": [*ctx.executor.names, LLM],
                        "max_steps": params["max_plan_steps"]}
@@ -99,8 +99,8 @@ class ReWOO(Paradigm):
         for index in range(limit, len(steps)):
             problems[index] = problems[index] or (
                 f"{steps[index].var} was not run: the plan has more than {limit} steps")
-        self.worker = Worker(ctx, plan.seq)
-        evidence = await self.worker.run(steps, problems)
+        self.gatherer = EvidenceGatherer(ctx, plan.seq)
+        evidence = await self.gatherer.run(steps, problems)
         if len(steps) == 1 and _plain(evidence[0]):
             # One step whose evidence is a plain value ("391", "Cairo") answers the task: a
             # solver would only restate it, and the 135M one restates it worse ("17 * 23 = 409").
@@ -136,11 +136,11 @@ class ReWOO(Paradigm):
 
     def partial_answer(self, ctx: RunContext, reason: str) -> str:
         """The evidence collected so far, step by step."""
-        worker, steps = getattr(self, "worker", None), getattr(self, "steps", [])
-        if worker is None or not worker.results:
+        gatherer, steps = getattr(self, "gatherer", None), getattr(self, "steps", [])
+        if gatherer is None or not gatherer.results:
             return super().partial_answer(ctx, reason)
         lines = "\n".join(f"- {_call(steps[i])}: {_clip(text)}"
-                          for i, text in sorted(worker.results.items()))
+                          for i, text in sorted(gatherer.results.items()))
         return f"I stopped before answering ({reason}). Evidence so far:\n{lines}"
 
 

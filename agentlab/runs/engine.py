@@ -1,5 +1,5 @@
 """Where runs execute, behind one interface: this process (the default) or the workers of a
-task engine (agentlab.workers, `AGENTLAB_RUNS_ON=workers`).
+task queue (agentlab.workers, `AGENTLAB_RUNS_ON=workers`).
 
 Every page and socket that starts a run calls `submit`, and every control or state request for
 a run this process does not hold goes through `control` / `state`; which engine answers is

@@ -29,7 +29,7 @@ from agentlab.runtime.sinks import TeeSink
 from traces.models import Run
 from traces.otel import live as otel_live
 from traces.otel.stream import LiveSink
-from traces.owners import worker_id
+from traces.owners import process_id
 
 
 async def execute_run(run: Run, *, watchers: tuple[Any, ...] = (),
@@ -88,7 +88,7 @@ def claim_queued(run_id: int) -> Run | None:
             return None
         ensure_room(owner)
         claimed = Run.objects.filter(pk=run_id, status="queued", worker="").update(
-            worker=worker_id())
+            worker=process_id())
     return Run.objects.select_related("user").get(pk=run_id) if claimed else None
 
 

@@ -26,7 +26,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from agentlab.runs.registry import REGISTRY, Subscriber
-from traces.owners import worker_id
+from traces.owners import process_id
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +61,12 @@ def publish(run_id: int, message: dict[str, Any]) -> None:
         except Exception:  # one broken socket must not keep the others from the step
             log.exception("a watcher of run %s failed on %s", run_id, message.get("type"))
     if (layer := remote_layer()) is not None:
-        _send_out(layer, run_id, {**message, "origin": worker_id()})
+        _send_out(layer, run_id, {**message, "origin": process_id()})
 
 
 def from_elsewhere(message: dict[str, Any]) -> bool:
     """An event that came through the layer from another process (this one's came directly)."""
-    return message.get("origin") != worker_id()
+    return message.get("origin") != process_id()
 
 
 def watchers(run_id: int) -> int:

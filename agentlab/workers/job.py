@@ -33,7 +33,7 @@ from agentlab.runs.registry import REGISTRY
 from agentlab.workers.relay import RELAY
 from agentlab.workers.takeover import plan_takeover
 from traces.models import Run
-from traces.owners import owner_id, worker_id
+from traces.owners import owner_id, process_id
 from traces.schema import ACTIVE_STATUSES
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ async def _execute(run_id: int, debug: dict[str, Any] | None) -> None:
     run, previous = claimed
     prepare = None
     if previous is not None:
-        plan = await sync_to_async(plan_takeover)(run, by=worker_id(), previous=previous)
+        plan = await sync_to_async(plan_takeover)(run, by=process_id(), previous=previous)
         prepare = plan.prepare
         log.warning("run %s taken over from %s after step %s", run_id, previous,
                     plan.resume_after)

@@ -21,7 +21,7 @@ from agentlab.workers.app import QUEUE, run_job, run_lock, worker_app
 from agentlab.workers.relay import RELAY, Relay
 from traces import startup
 from traces.models import Run
-from traces.owners import ENGINE_PREFIX, become_engine_worker, worker_id
+from traces.owners import WORKER_PREFIX, become_worker, process_id
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ async def queue_orphans(app: Any) -> list[int]:
 
 def _stale_engine_runs() -> list[int]:
     since = timezone.now() - timedelta(seconds=settings.AGENTLAB_TAKEOVER_S)
-    return list(Run.objects.filter(status="queued", worker__startswith=ENGINE_PREFIX,
+    return list(Run.objects.filter(status="queued", worker__startswith=WORKER_PREFIX,
                                    started_at__isnull=True, created__lt=since)
                 .order_by("pk").values_list("pk", flat=True)[:ORPHANS_PER_SWEEP])
 
@@ -77,7 +77,7 @@ def _stale_engine_runs() -> list[int]:
 async def serve(concurrency: int) -> None:
     """One worker process: runs until SIGTERM/SIGINT, then finishes the runs it holds (for at
     most AGENTLAB_WORKER_GRACE_S) and exits."""
-    become_engine_worker()  # its runs' owner is "engine:…": the engine recovers them
+    become_worker()  # its runs' owner is "engine:…": the engine recovers them
     await sync_to_async(startup.sweep_once)()
     app = worker_app()
     async with app.open_async():
@@ -86,7 +86,7 @@ async def serve(concurrency: int) -> None:
         sweeper = asyncio.get_running_loop().create_task(hand_back_stalled(app))
         try:
             await app.run_worker_async(
-                queues=[QUEUE], concurrency=concurrency, name=worker_id(),
+                queues=[QUEUE], concurrency=concurrency, name=process_id(),
                 update_heartbeat_interval=HEARTBEAT_S,
                 stalled_worker_timeout=settings.AGENTLAB_TAKEOVER_S,
                 fetch_job_polling_interval=1.0,

@@ -37,7 +37,7 @@ from tests.failing_writes import failing_rows
 from tests.fake_openai import Reply
 from traces import bundle_store, startup
 from traces.models import Run, Step
-from traces.owners import Identity, process_start, this_process, worker_id
+from traces.owners import Identity, process_id, process_start, this_process
 from traces.schema import Step as StepRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -175,7 +175,7 @@ class TestProcessIdentity:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
         try:
             live = Identity(me.host, child.pid, process_start(child.pid), me.boot, me.place)
-            assert not left_by_dead_process(worker_id())
+            assert not left_by_dead_process(process_id())
             assert not left_by_dead_process(str(live))
             # The same pid with another start time is another process: the owner is gone.
             reused = Identity(me.host, child.pid, live.start + 1, me.boot, me.place)
@@ -224,7 +224,7 @@ def leftovers(staff, fake_llm):
         "dead_old_form": make(status="paused", worker=f"{me.host}:{gone}"),
         "reused_pid": make(status="running", worker=str(Identity(
             me.host, 1, (process_start(1) or 0) + 1, me.boot, me.place))),
-        "alive": make(status="running", worker=worker_id()),
+        "alive": make(status="running", worker=process_id()),
         "foreign": make(status="running", worker=foreign),
         "finished": make(status="succeeded", worker=dead),
         "stale_queue": make(status="queued"),
@@ -303,7 +303,7 @@ class TestStartingProcesses:
         assert done.returncode == 0, done.stderr
         assert_swept(leftovers)
         mine.refresh_from_db()
-        assert mine.status == "running" and mine.worker != worker_id()  # the worker's own id
+        assert mine.status == "running" and mine.worker != process_id()  # the worker's own id
 
 
     def test_the_sweep_counts_what_it_closed_and_a_second_one_closes_nothing(self, leftovers):

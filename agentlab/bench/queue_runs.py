@@ -1,7 +1,7 @@
-"""The scenarios of `manage.py bench_engines`: each engine against the criteria of issue 20.
+"""The scenarios of `manage.py bench_task_queues`: each queue against the criteria of issue 20.
 
 Real servers (agentlab/bench/servers.py: PostgreSQL and Redis on free ports) and real worker
-processes (agentlab/bench/engines.py); every figure comes from the shared events file.
+processes (agentlab/bench/task_queues.py); every figure comes from the shared events file.
 
 1. durable: a job deferred while no worker is up runs when one starts;
 2. concurrency: 100 jobs of 0.5 s on one worker process: wall time and the peak of jobs running
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentlab.bench import engines
+from agentlab.bench import task_queues
 from agentlab.bench.servers import PostgresServer, RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,25 +42,25 @@ SIGKILL = "SIGKILL mid-job"
 
 @dataclass
 class Result:
-    engine: str
+    queue: str
     figures: dict[str, str] = field(default_factory=dict)
     takeover_s: float | None = None
 
 
 class Bench:
-    def __init__(self, engine: str, say: Callable[[str], None]) -> None:
+    def __init__(self, queue: str, say: Callable[[str], None]) -> None:
         """Its servers and events file are in this process's AGENTLAB_BENCH_* variables (set
-        by `measure`): engines.py's client calls here and its workers read the same ones."""
-        self.engine, self.say = engine, say
+        by `measure`): task_queues.py's client calls here and its workers read the same ones."""
+        self.queue, self.say = queue, say
         self.events = Path(os.environ["AGENTLAB_BENCH_EVENTS"])
         self.env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.prepare, self.defer, _ = engines.ENGINES[engine]
+        self.prepare, self.defer, _ = task_queues.QUEUES[queue]
         self.workers: list[subprocess.Popen[bytes]] = []
 
     # -- helpers
     def worker(self, concurrency: int = CONCURRENT_JOBS) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "agentlab.bench.engines", "worker", self.engine,
+            [sys.executable, "-m", "agentlab.bench.task_queues", "worker", self.queue,
              str(concurrency)], cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
         self.workers.append(proc)
@@ -70,7 +70,7 @@ class Bench:
         asyncio.run(self.defer(jobs))
 
     def events_of(self, keys: set[str]) -> list[dict[str, Any]]:
-        return [e for e in engines.read_events(self.events) if e["key"] in keys]
+        return [e for e in task_queues.read_events(self.events) if e["key"] in keys]
 
     def wait(self, done: Callable[[list[dict[str, Any]]], bool], keys: set[str],
              timeout: float) -> list[dict[str, Any]] | None:
@@ -94,7 +94,7 @@ class Bench:
 
     # -- the scenarios
     def run(self) -> Result:
-        result = Result(self.engine)
+        result = Result(self.queue)
         asyncio.run(self.prepare())
         try:
             self.durable_and_concurrent(result)
@@ -106,7 +106,7 @@ class Bench:
         return result
 
     def durable_and_concurrent(self, result: Result) -> None:
-        self.say(f"{self.engine}: a job deferred with no worker up, then a worker")
+        self.say(f"{self.queue}: a job deferred with no worker up, then a worker")
         first = _key("durable")
         self.submit([(first, 0.0)])
         started = time.time()
@@ -114,7 +114,7 @@ class Bench:
         ran = self.ended({first}, 30)
         result.figures[DURABLE] = (
             f"ran {ran[-1]['t'] - started:.1f} s after the worker started" if ran else "never ran")
-        self.say(f"{self.engine}: {CONCURRENT_JOBS} jobs of {CONCURRENT_S} s on one worker")
+        self.say(f"{self.queue}: {CONCURRENT_JOBS} jobs of {CONCURRENT_S} s on one worker")
         keys = [_key("c") for _ in range(CONCURRENT_JOBS)]
         t0 = time.time()
         self.submit([(k, CONCURRENT_S) for k in keys])
@@ -127,7 +127,7 @@ class Bench:
             f"{wall:.2f} s, at most {_peak(events)} at once")
 
     def cost(self, result: Result) -> None:
-        self.say(f"{self.engine}: {COST_JOBS} empty jobs on one worker")
+        self.say(f"{self.queue}: {COST_JOBS} empty jobs on one worker")
         proc = self.workers[-1]
         keys = [_key("e") for _ in range(COST_JOBS)]
         cpu0, t0 = _cpu_s(proc.pid), time.time()
@@ -142,7 +142,7 @@ class Bench:
             f"{COST_JOBS / wall:.0f} jobs/s, worker CPU {cpu / COST_JOBS * 1000:.2f} ms/job")
 
     def sigterm(self, result: Result) -> None:
-        self.say(f"{self.engine}: SIGTERM to a worker running a 3 s job")
+        self.say(f"{self.queue}: SIGTERM to a worker running a 3 s job")
         proc, key = self.workers[-1], _key("term")
         self.submit([(key, 3.0)])
         if self.wait(lambda ev: bool(ev), {key}, 30) is None:
@@ -166,7 +166,7 @@ class Bench:
         result.figures[SIGTERM] = f"{verdict}; {exited}"
 
     def sigkill(self, result: Result) -> None:
-        self.say(f"{self.engine}: SIGKILL to the worker running a job, another worker idle")
+        self.say(f"{self.queue}: SIGKILL to the worker running a job, another worker idle")
         self.stop_all()
         first, key = self.worker(), _key("kill")
         self.submit([(key, KILL_JOB_S)])
@@ -207,7 +207,7 @@ def _cpu_s(pid: int) -> float:
 
 
 def measure(names: list[str], say: Callable[[str], None]) -> list[Result]:
-    folder = Path(tempfile.mkdtemp(prefix="agentlab-engines-"))
+    folder = Path(tempfile.mkdtemp(prefix="agentlab-queues-"))
     postgres = PostgresServer().start()
     try:
         redis = RedisServer(folder).start()
@@ -231,10 +231,10 @@ def measure(names: list[str], say: Callable[[str], None]) -> list[Result]:
 
 
 def table(results: list[Result]) -> list[str]:
-    """The engines side by side, then the takeover times as bars (a second each)."""
+    """The queues side by side, then the takeover times as bars (a second each)."""
     rows = list(dict.fromkeys(k for r in results for k in r.figures))
     width = max(len(r) for r in rows)
-    lines = [f"{'':{width}}  " + "  |  ".join(r.engine for r in results)]
+    lines = [f"{'':{width}}  " + "  |  ".join(r.queue for r in results)]
     for row in rows:
         lines.append(f"{row:{width}}  " + "  |  ".join(r.figures.get(row, "-") for r in results))
     lines.append("")
@@ -242,5 +242,5 @@ def table(results: list[Result]) -> list[str]:
     for r in results:
         bar = "■" * round(r.takeover_s) if r.takeover_s is not None else "never"
         took = f" {r.takeover_s:.1f} s" if r.takeover_s is not None else ""
-        lines.append(f"  {r.engine:14} {bar}{took}")
+        lines.append(f"  {r.queue:14} {bar}{took}")
     return lines

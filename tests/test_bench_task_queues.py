@@ -1,4 +1,4 @@
-"""`manage.py bench_engines procrastinate` on a real PostgreSQL, Redis and worker processes:
+"""`manage.py bench_task_queues procrastinate` on a real PostgreSQL, Redis and worker processes:
 the figures of the engine chosen for runs on workers (docs/ARCHITECTURE.md) come out, each
 saying what a run would rely on. The figures themselves are not asserted (a benchmark)."""
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(
 
 def test_the_chosen_engine_meets_the_criteria_it_was_chosen_for():
     out = io.StringIO()
-    call_command("bench_engines", "procrastinate", stdout=out)
+    call_command("bench_task_queues", "procrastinate", stdout=out)
     text = out.getvalue()
     rows = {line.split("  ", 1)[0]: line for line in text.splitlines()}
     assert "ran " in rows["durable (deferred, then a worker)"]

@@ -1,10 +1,10 @@
-"""The finalists for running runs on workers (issue 20), measured by `manage.py bench_engines`.
+"""The finalists for running runs on workers (issue 20), measured by `manage.py bench_task_queues`.
 
-Each engine gets the same probe job: it appends "start" and "end" events (job key, worker pid,
+Each queue gets the same probe job: it appends "start" and "end" events (job key, worker pid,
 time) to a shared file, sleeping in between as a run waits on its model. A worker is a real
-process started as `python -m agentlab.bench.engines worker ENGINE CONCURRENCY`, its servers
+process started as `python -m agentlab.bench.task_queues worker ENGINE CONCURRENCY`, its servers
 and files named by AGENTLAB_BENCH_* variables; the measuring side reads the events file only,
-so both engines are timed by the same clock and nothing of theirs.
+so both queues are timed by the same clock and nothing of theirs.
 
 - procrastinate: PostgreSQL; workers heartbeat, and a worker retries the jobs of workers whose
   heartbeat is older than TAKEOVER_S (procrastinate's `get_stalled_jobs` + `retry_job`, run by
@@ -138,7 +138,7 @@ async def arq_worker(concurrency: int) -> None:
     await worker.async_run()
 
 
-ENGINES = {
+QUEUES = {
     "procrastinate": (procrastinate_prepare, procrastinate_defer, procrastinate_worker),
     "arq": (arq_prepare, arq_defer, arq_worker),
 }
@@ -146,9 +146,9 @@ ENGINES = {
 
 def main(argv: list[str]) -> None:
     if argv[:1] != ["worker"] or len(argv) != 3:
-        raise SystemExit("usage: python -m agentlab.bench.engines worker ENGINE CONCURRENCY")
-    _, engine, concurrency = argv
-    asyncio.run(ENGINES[engine][2](int(concurrency)))
+        raise SystemExit("usage: python -m agentlab.bench.task_queues worker ENGINE CONCURRENCY")
+    _, queue, concurrency = argv
+    asyncio.run(QUEUES[queue][2](int(concurrency)))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""ReWOO's worker (package-private): check a plan, map inputs to arguments, run the steps.
+"""ReWOO's evidence gathering (package-private; the paper calls this stage the Worker, and its
+steps keep the role "worker"): check a plan, map inputs to arguments, run the steps.
 
 Choices the paradigm and its tests rely on:
 
@@ -92,7 +93,7 @@ async def gather_or_cancel(*aws: Awaitable[Any]) -> list[Any]:
         raise
 
 
-class Worker:
+class EvidenceGatherer:
     """Runs one plan under the plan step `parent`; `results` holds each step's evidence."""
 
     def __init__(self, ctx: RunContext, parent: int) -> None:
