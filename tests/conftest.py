@@ -73,7 +73,7 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 @pytest.fixture
 def quick_retries(monkeypatch):
     """The recorder's retries of a status and of a closing step's row, in 10 ms."""
-    from traces import recorder
+    from agentlab.runs import recorder
 
     monkeypatch.setattr(recorder, "STATUS_RETRY_DELAYS_S", (0.01, 0.01, 0.01))
     monkeypatch.setattr(recorder, "CLOSING_RETRY_DELAYS_S", (0.01, 0.01))
