@@ -219,3 +219,18 @@ def test_the_layer_check_sees_an_upward_import_inside_a_function(tmp_path, monke
     found = [t for t, _line in imports_of("agentlab.runtime.lookup")]
     assert found == ["agentlab.paradigms.registry"]
     assert layer("agentlab.paradigms.registry") > layer("agentlab.runtime.lookup")
+
+
+def test_the_socket_package_holds_sockets_only():
+    """agentlab/live/ is the sockets: each of its modules is a consumer or the frame base they
+    share (it speaks Channels), and only the routing and other consumers import it; a run's
+    life (start, control, recording) lives in agentlab.runs."""
+    live = [name for name in modules() if _within(name, ("agentlab.live",))
+            and not _is_package(name)]
+    speaks_channels = [name for name in live
+                       if any(_within(t, ("channels",)) for t, _line in imports_of(name))]
+    assert live and sorted(speaks_channels) == sorted(live)
+    importers = sorted({name for name in modules() if not _within(name, ("agentlab.live",))
+                        for target, _line in imports_of(name)
+                        if _within(target, ("agentlab.live",))})
+    assert all(n == "agentlab.routing" or n.endswith(".consumers") for n in importers), importers
