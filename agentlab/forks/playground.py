@@ -134,7 +134,7 @@ def parse_request(messages: str, params: str) -> tuple[Request | None, list[str]
     return Request(msgs, values), []
 
 
-async def call(config: ProfileConfig, request: Request) -> tuple[ChatResult | None, str]:
+async def call_model(config: ProfileConfig, request: Request) -> tuple[ChatResult | None, str]:
     """One call to the profile: the reply, or what went wrong in words (credentials blanked)."""
     try:
         async with asyncio.timeout(CALL_TIMEOUT_S):

@@ -17,8 +17,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from agentlab.forks import plans as forks
-from agentlab.forks import playground as pg
+from agentlab.forks import plans
+from agentlab.forks.playground import PARAM_KEYS, call_model, parse_request
 from agentlab.models import Agent, ModelProfile
 from agentlab.profiles import to_config
 from traces.access import visible_run
@@ -57,8 +57,8 @@ def _chosen(data: Any) -> tuple[int | None, list[str]]:
 def _binding(source: Run) -> dict[str, Any]:
     """What the forms say about the agent a run goes live with (or the agents to choose from)."""
     try:
-        agent, how = forks.bound_agent(source)
-    except forks.NeedsAgent as exc:
+        agent, how = plans.bound_agent(source)
+    except plans.NeedsAgent as exc:
         return {"bound": None, "needs_agent": str(exc),
                 "agents": list(Agent.objects.order_by("name").only("pk", "name", "paradigm"))}
     return {"bound": agent, "how": how, "needs_agent": "", "agents": []}
@@ -81,12 +81,12 @@ async def _go_live(request: HttpRequest, source: Run, action: str, **options: An
     if errors:
         return await _choose_agent(request, source, action, errors)
     user = await request.auser()
-    start = forks.replay_run if action == "replay" else forks.resume_run
+    start = plans.replay_run if action == "replay" else plans.resume_run
     try:
         new = await start(source, user, chosen=chosen, **options)
-    except forks.NeedsAgent:
+    except plans.NeedsAgent:
         return await _choose_agent(request, source, action, [])
-    except forks.ForkError as exc:
+    except plans.ForkError as exc:
         if chosen is not None:  # shown beside the choice, which the user may change
             return await _choose_agent(request, source, action, [str(exc)])
         await sync_to_async(messages.error)(request, str(exc))
@@ -164,10 +164,10 @@ async def fork(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
         errors += choice_errors
         if not errors:
             try:
-                new = await forks.fork_run(source, user, seq, chosen=chosen, **edits)
-            except forks.NeedsAgent:
+                new = await plans.fork_run(source, user, seq, chosen=chosen, **edits)
+            except plans.NeedsAgent:
                 errors = ["agent: choose the agent this fork runs with"]
-            except forks.ForkError as exc:
+            except plans.ForkError as exc:
                 errors = [str(exc)]
             else:
                 return _to_run(new)
@@ -199,7 +199,7 @@ def _recorded_values(step: Step) -> dict[str, str]:
     return {
         "messages": json.dumps(messages if isinstance(messages, list) else [], indent=2,
                                ensure_ascii=False),
-        "params": json.dumps({k: recorded.get(k) for k in pg.PARAM_KEYS
+        "params": json.dumps({k: recorded.get(k) for k in PARAM_KEYS
                               if recorded.get(k) is not None}, indent=2, ensure_ascii=False),
         "profile": profile if isinstance(profile, str) else "",
     }
@@ -213,13 +213,13 @@ async def playground(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
     result = None
     if request.method == "POST":
         values = {k: request.POST.get(k, "") for k in values}
-        parsed, errors = pg.parse_request(values["messages"], values["params"])
+        parsed, errors = parse_request(values["messages"], values["params"])
         profile = next((p for p in profiles if p.name == values["profile"]), None)
         if profile is None:
             errors.append(f"model profile: choose one of {', '.join(p.name for p in profiles)}")
         if not errors:
             config = await sync_to_async(to_config)(profile)
-            result, problem = await pg.call(config, parsed)
+            result, problem = await call_model(config, parsed)
             errors = [problem] if problem else []
     recorded = step.output if isinstance(step.output, dict) else {}
     return await _render(request, "forks/playground.html", {
