@@ -135,7 +135,7 @@ def prepare(llm_url: str, counts: list[int], steps: int) -> dict[str, Any]:
     from django.core.management import call_command
 
     from agentlab.models import Agent, ModelProfile, Tool
-    from agentlab.runs.snapshot import create_run
+    from agentlab.runs.start import start_run
 
     call_command("migrate", verbosity=0, interactive=False)
     user = User.objects.create_user(BENCH_USER, password=None)
@@ -153,7 +153,7 @@ def prepare(llm_url: str, counts: list[int], steps: int) -> dict[str, Any]:
     agent.full_clean()
     agent.save()
     agent.tools.set(Tool.objects.filter(name="calculator"))
-    runs = [[create_run(agent, user, "What is 6*7?").pk for _ in range(n)]
+    runs = [[start_run(user, agent, "What is 6*7?", places=0).pk for _ in range(n)]
             for n in counts]
     return {"session_cookie": settings.SESSION_COOKIE_NAME, "session": session.session_key,
             "runs": runs}

@@ -11,7 +11,7 @@ from agentlab.chat import turns
 from agentlab.chat.models import Conversation
 from agentlab.live.frames import LiveConsumer
 from agentlab.runs import control as run_control
-from agentlab.runs import engine, room
+from agentlab.runs import engine, start
 
 
 class ChatConsumer(LiveConsumer):
@@ -39,7 +39,7 @@ class ChatConsumer(LiveConsumer):
                                     f"may have at most {limit:,}")
         try:
             turn = await turns.add_turn(self.conversation_id, message)
-        except room.RunLimit as exc:
+        except start.RunLimit as exc:
             raise run_control.ControlError(str(exc)) from None
         await engine.submit(turn.run)
         await self.send_json({"type": "turn", "run": turn.run_id, "position": turn.position,

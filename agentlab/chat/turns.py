@@ -10,10 +10,8 @@ from django.db import transaction
 from django.template.loader import render_to_string
 
 from agentlab.chat.models import ChatTurn, Conversation
-from agentlab.runs import room
+from agentlab.runs import start
 from agentlab.runs.control import ControlError
-from agentlab.runs.snapshot import create_run
-from traces.owners import process_id
 from traces.schema import ACTIVE_STATUSES, ANSWERED_STATUSES
 
 TITLE_CHARS = 80
@@ -41,10 +39,11 @@ def add_turn_now(conversation_id: int, message: str) -> ChatTurn:
             raise ControlError("the agent of this conversation was deleted; start a new one")
         if busy_now(conversation_id):
             raise ControlError("the previous answer is still running")
-        room.ensure_room(conversation.user_id)
-        try:
-            run = create_run(conversation.agent, conversation.user, message,
-                             history=history_of(conversation), worker=process_id())
+        try:  # claimed by this process at once: the chat socket submits it
+            run = start.start_run(conversation.user, conversation.agent, message,
+                                  history=history_of(conversation), claim=True)
+        except start.RunLimit:
+            raise
         except ValueError as exc:  # an agent whose configuration cannot run
             raise ControlError(f"the agent cannot run: {exc}") from None
         position = conversation.turns.count() + 1

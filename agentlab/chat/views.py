@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -17,8 +16,7 @@ from django.views.decorators.http import require_POST
 from agentlab.chat.models import Conversation
 from agentlab.chat.turns import TITLE_CHARS, turn_context
 from agentlab.models import Agent
-from agentlab.runs import room
-from agentlab.runs.snapshot import create_run
+from agentlab.runs import start
 from traces.access import require, visible_run
 from traces.display.renderer import first_steps_html
 
@@ -61,10 +59,9 @@ def start_run(request: HttpRequest) -> HttpResponse:
                                 f"may have at most {limit:,}.")
         return redirect("chat")
     try:
-        with transaction.atomic():
-            room.ensure_room(request.user)  # asked again when its page starts it
-            run = create_run(agent, request.user, question)
-    except room.RunLimit as exc:
+        # Not claimed: its page's "start" claims it, and asks for room again.
+        run = start.start_run(request.user, agent, question)
+    except start.RunLimit as exc:
         messages.error(request, str(exc))
         return redirect("chat")
     except ValueError as exc:

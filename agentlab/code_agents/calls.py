@@ -1,5 +1,5 @@
 """Calling a code-declared agent from Python: each call is an ordinary recorded Run of its
-Agent row (`runs.snapshot.create_run` -> `runs.tasks.execute_run`, as `run_agent` does), so
+Agent row (`runs.start.start_run` -> `runs.execution.execute_run`, as `run_agent` does), so
 it has a trace, and replay, fork and diff work on it. A typed answer that does not fit its
 type is asked again (a new run, the error shown to the model) at most `retries` times. A
 session's turns are a chat Conversation, whose last `memory` turns are the run's history."""
@@ -191,11 +191,11 @@ def owner_of(user: Any) -> Any:
 
 
 def _create_run(row: Any, owner: Any, question: str, history: list[dict[str, str]]) -> Any:
-    from agentlab.runs.snapshot import create_run
-    from traces.owners import process_id
+    from agentlab.runs import start
 
-    # Claimed by this process at once: a page's "start" never picks it up.
-    return create_run(row, owner, question, history=history, worker=process_id())
+    # Claimed by this process at once: a page's "start" never picks it up. A call from code is
+    # its caller's, like the terminal's runs: not limited (places=0).
+    return start.start_run(owner, row, question, history=history, claim=True, places=0)
 
 
 def _add_turn(conversation_id: int, run: Any) -> None:

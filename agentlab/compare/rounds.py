@@ -1,6 +1,6 @@
 """Creating a comparison and its rounds: one run per agent, launched together. Every round's
 runs are the comparison owner's (whoever asked for the re-run), and count towards that user's
-runs going at once (`room.ensure_room`)."""
+runs going at once (`runs.start.start_runs`)."""
 
 from __future__ import annotations
 
@@ -11,25 +11,20 @@ from django.db import transaction
 
 from agentlab.compare.models import MIN_AGENTS, Comparison, ComparisonEntry
 from agentlab.models import Agent
-from agentlab.runs import engine, room
-from agentlab.runs.snapshot import create_run
+from agentlab.runs import engine, start
 from traces.models import Run
-from traces.owners import process_id
 
 
 @transaction.atomic
 def new_round(comparison: Comparison, agents: Sequence[Agent]) -> list[Run]:
     """Create (not launch) one queued run per agent as the comparison's next round, owned by
-    the comparison's owner; room.RunLimit when that user has no room for them all."""
-    room.ensure_room(comparison.user_id, len(agents))
+    the comparison's owner; RunLimit when that user has no room for them all."""
     number = comparison.last_round + 1
-    runs = []
-    for position, agent in enumerate(agents):
-        # Claimed by this process at once, so a socket's "start" cannot launch it a second time.
-        run = create_run(agent, comparison.user, comparison.question, worker=process_id())
+    # Claimed by this process at once, so a socket's "start" cannot launch one a second time.
+    runs = start.start_runs(comparison.user, agents, comparison.question, claim=True)
+    for position, (agent, run) in enumerate(zip(agents, runs, strict=True)):
         ComparisonEntry.objects.create(comparison=comparison, round=number, position=position,
                                        agent=agent, run=run)
-        runs.append(run)
     return runs
 
 

@@ -14,7 +14,7 @@ from agentlab.compare import rounds
 from agentlab.compare.forms import CompareForm
 from agentlab.compare.models import Comparison
 from agentlab.compare.summary import all_finished, pairs, summarize
-from agentlab.runs import room
+from agentlab.runs import start
 from traces import access
 from traces.display.renderer import first_steps_html
 
@@ -34,7 +34,7 @@ async def index(request: HttpRequest) -> HttpResponse:
         try:
             comparison, runs = await sync_to_async(rounds.create_comparison)(
                 user, data["question"], data["agents"], data["title"])
-        except room.RunLimit as exc:  # nothing saved
+        except start.RunLimit as exc:  # nothing saved
             form.add_error(None, str(exc))
         except ValueError as exc:  # an agent whose configuration cannot run (nothing saved)
             form.add_error(None, f"A chosen agent cannot run: {exc}")
@@ -59,7 +59,7 @@ async def rerun(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         agents = await sync_to_async(rounds.rerun_agents)(comparison)
         runs = await sync_to_async(rounds.new_round)(comparison, agents)
-    except ValueError as exc:  # too few agents left, or room.RunLimit (nothing saved)
+    except ValueError as exc:  # too few agents left, or start.RunLimit (nothing saved)
         messages.error(request, str(exc))
         return redirect("compare:detail", pk=pk)
     await rounds.launch_all(runs)

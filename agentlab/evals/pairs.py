@@ -21,7 +21,7 @@ from agentlab.evals.models import FINISHED_RESULT_STATUSES, Case, Experiment, Re
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.models import ModelProfile
 from agentlab.profiles import to_config
-from agentlab.runs.snapshot import create_run
+from agentlab.runs import start
 from traces.schema import ANSWERED_STATUSES
 
 log = logging.getLogger(__name__)
@@ -58,8 +58,11 @@ def start_pair(result_id: int, *, worker: str) -> tuple[Result, Case, Any] | Non
     run = None
     if result.agent is not None:
         try:
-            run = create_run(result.agent, result.experiment.user, result.case.question,
-                             timeout_cap_s=result.experiment.run_timeout_s, worker=worker)
+            # Its place was taken when the experiment was admitted (evals.views, start.reserve):
+            # an experiment's runs are not refused one by one.
+            run = start.start_run(result.experiment.user, result.agent, result.case.question,
+                                  timeout_cap_s=result.experiment.run_timeout_s, claim=worker,
+                                  places=0)
         except ValueError as exc:  # a snapshot that cannot be taken (e.g. a missing member)
             result.error = str(exc)
         else:

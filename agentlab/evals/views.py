@@ -25,7 +25,7 @@ from agentlab.evals.demo import DEMO_SUITE
 from agentlab.evals.forms import StartForm
 from agentlab.evals.models import FINISHED_RESULT_STATUSES, Case, Experiment, Suite
 from agentlab.models import Agent
-from agentlab.runs import room
+from agentlab.runs import start
 from traces import access
 from traces.display.figures import best_value
 from traces.display.labels import status_word
@@ -53,7 +53,7 @@ async def index(request: HttpRequest) -> HttpResponse:
                 concurrency=data["concurrency"], judge_profile=data["judge_profile"],
                 case_limit=data["case_limit"], run_timeout_s=data["run_timeout_s"],
                 case_tags=data["case_tags"]))
-        except room.RunLimit as exc:  # nothing saved
+        except start.RunLimit as exc:  # nothing saved
             form.add_error(None, str(exc))
         except ValueError as exc:  # e.g. LLM-judge cases without a judge (nothing saved)
             form.add_error(None, f"Cannot start: {exc}.")
@@ -119,10 +119,10 @@ def places(experiment: Experiment) -> int:
 
 @transaction.atomic
 def _admitted(create: Callable[[], Experiment]) -> Experiment:
-    """The experiment `create` makes, if its owner has room for its runs; else room.RunLimit
-    and nothing is saved."""
+    """The experiment `create` makes, if its owner has room for its runs; else RunLimit
+    and nothing is saved. Its pairs' runs then hold the places taken here (evals.pairs)."""
     experiment = create()
-    room.ensure_room(experiment.user_id, places(experiment))
+    start.reserve(experiment.user_id, places(experiment))
     return experiment
 
 
@@ -214,7 +214,7 @@ async def rerun(request: HttpRequest, pk: int) -> HttpResponse:
     experiment = await sync_to_async(_get)(user, pk, "fork")
     try:
         new = await sync_to_async(_admitted)(lambda: runner.rerun(experiment, user))
-    except room.RunLimit as exc:  # nothing saved
+    except start.RunLimit as exc:  # nothing saved
         messages.error(request, str(exc))
         return redirect("evals:experiment", pk=pk)
     except ValueError as exc:  # no agent left, the suite emptied…

@@ -19,14 +19,12 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
 
 from agentlab.forks.record import ForkError, ReplayPlan, plan_for
 from agentlab.models import Agent
-from agentlab.runs import engine, room
+from agentlab.runs import engine, start
 from agentlab.runs.snapshot import RECORDED_FIELDS, snapshot
 from traces.models import Run
-from traces.owners import process_id
 
 __all__ = ["ForkError", "NeedsAgent", "ReplayPlan", "bind", "bound_agent", "create_fork",
            "create_replay", "create_resume", "fork_run", "plan_fork", "plan_replay",
@@ -88,16 +86,11 @@ def bind(source: Run, *, recorded: bool, chosen: int | None = None) -> dict[str,
 
 def _new_run(source: Run, user: Any, snap: dict[str, Any], fork_seq: int | None) -> Run:
     """The new run, claimed by this process at once: it counts towards the user's runs going
-    (room.ensure_room), like any run the browser starts."""
+    (runs.start), like any run the browser starts. Its input is the source's, as recorded."""
     try:
-        with transaction.atomic():
-            room.ensure_room(user)
-            return Run.objects.create(
-                user=user, agent_id=snap["agent_id"], agent_name=snap["name"],
-                paradigm=snap["paradigm"], agent_snapshot=snap, input=source.input,
-                history=source.history, parent_run=source, fork_seq=fork_seq,
-                worker=process_id())
-    except room.RunLimit as exc:
+        return start.start_run(user, snap, source.input, history=source.history,
+                               parent_run=source, fork_seq=fork_seq, claim=True)
+    except start.RunLimit as exc:
         raise ForkError(str(exc)) from None
 
 

@@ -18,6 +18,11 @@ from django.utils.safestring import SafeString
 from traces.display.html import step_html
 from traces.display.view import StepView, step_view
 
+# What a "step" frame carries of the step besides its partial: what its readers read
+# (static/agentlab/live.js `track`, the "now" line: name, role, started_at; agentlab/bench/
+# watch.py's fallback clock: started_at, duration_ms). The partial shows the rest, its payloads
+# loaded on demand; docs/LIVE_PROTOCOL.md "The step frame, field by field" says who reads what.
+FRAME_STEP_FIELDS = ("name", "role", "started_at", "duration_ms")
 # (run, seq, version, run start, depth) -> the step's partial, for every socket of this process.
 _RENDERED: OrderedDict[tuple[Any, ...], str] = OrderedDict()
 RENDER_CACHE_SIZE = 512
@@ -58,11 +63,13 @@ class StepRenderer:
         return step_html(self.view(step, depth), self.run)
 
     def frame(self, step: dict[str, Any], html: str | None = None) -> dict[str, Any]:
-        """A "step" frame of the protocol: the partial (rendered here unless given) plus the
-        step itself."""
+        """A "step" frame of the protocol: the partial (rendered here unless given) plus what
+        the browser reads of the step (FRAME_STEP_FIELDS), not all of it: an llm step's
+        messages would travel, and be encoded once per socket, with every version."""
         return {"type": "step", "seq": step["seq"], "parent": step.get("parent"),
                 "kind": step["kind"], "status": step["status"],
-                "html": self.html(step) if html is None else html, "step": step}
+                "html": self.html(step) if html is None else html,
+                "step": {field: step.get(field) for field in FRAME_STEP_FIELDS}}
 
     def live_frame(self, event: dict[str, Any]) -> dict[str, Any]:
         """The "step" frame of a published step, its HTML from the cache when another socket of

@@ -42,7 +42,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, agent: str, questions: int, **options: Any) -> None:
         from agentlab.llm.local_server import LocalModelError, LocalModelServer
         from agentlab.runs.execution import execute_run
-        from agentlab.runs.snapshot import create_run
+        from agentlab.runs.start import start_run
 
         row = find_agent(agent)
         if not row.model_profile.is_embedded:
@@ -61,7 +61,7 @@ class Command(BaseCommand):
         first_ms: float | None = None
         try:
             for i, question in enumerate(QUESTIONS[:questions], 1):
-                run = create_run(row, owner, question)
+                run = start_run(owner, row, question, places=0)
                 outcome = asyncio.run(execute_run(run))
                 calls = list(Step.objects.filter(run=run, kind="llm", status="ok")
                              .order_by("seq").values_list("duration_ms", flat=True))

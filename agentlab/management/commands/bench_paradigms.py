@@ -80,14 +80,14 @@ class Command(BaseCommand):
     def _bench(self, agent: Agent, question: str | None, repeat: int, owner: Any, index: int,
                total: int) -> Row:
         from agentlab.runs.execution import execute_run
-        from agentlab.runs.snapshot import create_run
+        from agentlab.runs.start import start_run
 
         asked = question or agent.demo_question or "What is 17 * 23?"
         outcomes, ids = [], []
         for attempt in range(1, repeat + 1):
             self.stdout.write(f"[{index}/{total}] {agent.name} ({agent.paradigm}) run "
                               f"{attempt}/{repeat}: {asked}")
-            run = create_run(agent, owner, asked)
+            run = start_run(owner, agent, asked, places=0)
             outcome = asyncio.run(execute_run(run))
             t = outcome.totals
             self.stdout.write(f"      {outcome.status} · {t.llm_calls} LLM calls · "

@@ -28,14 +28,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, agent: str, question: str, user: str | None, approve: str,
                no_model: bool, **options: Any) -> None:
-        from agentlab.runs.snapshot import create_run
+        from agentlab.runs.start import start_run
 
         row = find_agent(agent)
         owner = find_user(user)
         server = None
         if not no_model and needs_embedded([row]):
             server = start_embedded(self.stdout)
-        run = create_run(row, owner, question)
+        run = start_run(owner, row, question, places=0)  # the operator's: not limited
         self.stdout.write(f"Run {run.pk}: {row.name} ({row.paradigm}) — {question}")
         try:
             outcome = asyncio.run(self._execute(run, approve))

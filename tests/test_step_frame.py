@@ -1,0 +1,41 @@
+"""The browser's "step" frame is as small as what reads it (docs/LIVE_PROTOCOL.md "The step
+frame, field by field"): its partial, and of the step only the fields live.js and the bench
+read, not an llm step's messages with every version."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from traces.display.renderer import FRAME_STEP_FIELDS, StepRenderer
+from traces.schema import Step
+
+LIVE_JS = Path(__file__).resolve().parents[1] / "static" / "agentlab" / "live.js"
+
+
+def test_a_step_frame_carries_its_partial_and_only_the_fields_read_of_the_step():
+    prompt = "a long prompt " * 5000
+    step = Step(seq=2, kind="llm", name="scripted-model", role="planner", parent=1,
+                status="running", started_at=1_700_000_000.5,
+                input={"messages": [{"role": "user", "content": prompt}]}).to_dict()
+    frame = StepRenderer(7, run_start=None, parents={1: None}).frame(step)
+    assert set(frame) == {"type", "seq", "parent", "kind", "status", "html", "step"}
+    assert (frame["type"], frame["seq"], frame["parent"], frame["kind"], frame["status"]) == (
+        "step", 2, 1, "llm", "running")
+    assert frame["step"] == {"name": "scripted-model", "role": "planner",
+                             "started_at": 1_700_000_000.5, "duration_ms": None}
+    assert prompt not in json.dumps(frame["step"])
+
+
+def test_live_js_reads_no_field_of_the_step_that_the_frame_leaves_out():
+    """If the page starts reading another field of `frame.step`, FRAME_STEP_FIELDS (and the
+    protocol's table) must name it."""
+    source = LIVE_JS.read_text()
+    track = source[source.index("track(frame) {"):]
+    track = track[:track.index("\n    }\n")]
+    assert "const step = frame.step" in track
+    read = set(re.findall(r"\bstep\.(\w+)", track))
+    assert read and read <= set(FRAME_STEP_FIELDS)
+    # Nowhere else does the page read the frame's step.
+    assert source.count("frame.step") == 1
