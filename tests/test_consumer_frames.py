@@ -27,7 +27,7 @@ from traces.schema import Step as StepRecord
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TOTALS = {"llm_calls": 2, "tool_calls": 1, "tokens_in": 120, "tokens_out": 30,
-          "cost_usd": 0.25, "wall_ms": 1500.0}
+          "cost_usd": 0.25, "wall_ms": 1500.0, "format_errors": 1, "reflections": 1}
 
 
 async def running_run(user) -> Run:

@@ -30,7 +30,7 @@ CASES = [("What is 2+2?", "4", ["sums"]), ("What is 3+1?", "4", ["sums"]),
 
 async def experiment_done(pk: int) -> None:
     """Wait for an experiment's task while it runs; a fast one may have ended already."""
-    if (task := runner.TASKS.get(pk)) is not None:
+    if (task := runner.EXPERIMENTS.task(pk)) is not None:
         await asyncio.wait_for(task, 30)
     assert (await Experiment.objects.aget(pk=pk)).status not in ("queued", "running")
 
@@ -274,7 +274,7 @@ async def test_cancelling_a_running_experiment_stops_the_rest(async_client, user
                       message="the first pair is done")
     resp = await async_client.post(f"/evals/experiments/{e.pk}/cancel/")
     assert resp.status_code == 302
-    await asyncio.wait_for(runner.TASKS.get(e.pk) or asyncio.sleep(0), 20)
+    await asyncio.wait_for(runner.EXPERIMENTS.task(e.pk) or asyncio.sleep(0), 20)
     statuses = [s async for s in e.results.values_list("status", flat=True)]
     assert "done" in statuses and "cancelled" in statuses
     assert not {"pending", "running"} & set(statuses)

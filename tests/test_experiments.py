@@ -19,8 +19,10 @@ from channels.layers import get_channel_layer
 from agentlab.evals import runner
 from agentlab.evals.models import Case, Experiment, Result, Suite
 from agentlab.evals.summary import agent_summary, change_counts, compare, matrix
+from agentlab.runs.registry import EXPERIMENTS
 from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import AtOnce, Fail
+from tests.waiting import await_until
 from traces.models import Run
 from traces.owners import process_id
 
@@ -158,6 +160,36 @@ async def test_a_cancelled_experiment_keeps_its_finished_results(fake_llm, profi
     assert third.status == "cancelled" and third.run is None
     assert await sync_to_async(done.progress)() == (3, 3)
     assert await runner.acancel_experiment(experiment.pk) is False  # already over
+
+
+@with_db
+async def test_an_experiment_started_here_is_in_the_registry_while_it_runs(fake_llm, profile,
+                                                                          user):
+    """Its entry holds its task and, while a pair runs, its control with that pair's run;
+    nothing of it is left once it ends."""
+    asked, release = threading.Event(), threading.Event()
+
+    def answer(body):
+        asked.set()
+        release.wait(5)
+        return "42"
+
+    fake_llm.responder = answer
+    agents = await sync_to_async(make_agents)(profile, 1)
+    suite = await sync_to_async(make_suite)(("6 * 7?", "42", "numeric"))
+    experiment = await sync_to_async(runner.create_experiment)(user, suite, agents)
+    task = runner.start_experiment(experiment)
+    try:
+        assert await asyncio.to_thread(asked.wait, 5)
+        entry = EXPERIMENTS.entry(experiment.pk)
+        assert entry is not None and entry.task is task
+        result = await Result.objects.aget(experiment=experiment)
+        assert entry.control.runs == {result.run_id}
+    finally:
+        release.set()
+    assert (await asyncio.wait_for(task, 10)).status == "succeeded"
+    await await_until(lambda: experiment.pk not in EXPERIMENTS,
+                      message="the registry lets go of the experiment")
 
 
 @with_db

@@ -17,13 +17,11 @@ from traces.bundle_values import EARLIEST, LATEST, MAX_DEPTH, bad_value, parse_w
 from traces.bundle_values import where as _where
 from traces.models import Run
 from traces.redact import redact_urls
-from traces.schema import ACTIVE_STATUSES, RUN_STATUSES, STEP_KINDS, STEP_STATUSES
+from traces.schema import ACTIVE_STATUSES, RUN_STATUSES, RUN_TOTALS, STEP_KINDS, STEP_STATUSES
 from traces.schema import Step as StepRecord
 
 BUNDLE_FORMAT = "agentlab.run-bundle"
 BUNDLE_VERSION = 1
-TOTAL_FIELDS = ("llm_calls", "tool_calls", "tokens_in", "tokens_out", "cost_usd", "wall_ms",
-                "format_errors", "reflections")
 # Snapshots hold key *variable names* (api_key_env); anything else named like a secret is dropped.
 _SECRET_NAME = re.compile(r"(api_?key|secret|password|passwd|authorization|access_token)$", re.I)
 
@@ -87,7 +85,7 @@ SCHEMA = {
                 "totals": {
                     "type": "object",
                     "properties": {
-                        **dict.fromkeys(TOTAL_FIELDS, _COUNT),
+                        **dict.fromkeys(RUN_TOTALS, _COUNT),
                         "cost_usd": _AMOUNT,
                         "wall_ms": _DURATION,
                     },
@@ -152,7 +150,7 @@ def export_bundle(run: Run) -> dict[str, Any]:
             "status": run.status,
             "final_answer": redact_urls(run.final_answer),
             "error": redact_urls(run.error),
-            "totals": {k: getattr(run, k) for k in TOTAL_FIELDS},
+            "totals": {k: getattr(run, k) for k in RUN_TOTALS},
             "created": _iso(run.created),
             "started_at": _iso(run.started_at),
             "finished_at": _iso(run.finished_at),
@@ -341,7 +339,7 @@ def import_bundle(data: Any, *, user: Any) -> Run:
         agent=None, agent_name=run["agent_name"], paradigm=run["paradigm"],
         agent_snapshot=snapshot, input=run["input"], history=run.get("history", []),
         status=status, final_answer=run.get("final_answer", ""), error=error, **when,
-        **{k: totals[k] for k in TOTAL_FIELDS if k in totals},
+        **{k: totals[k] for k in RUN_TOTALS if k in totals},
     )
     return bundle_store.write_run(fields, bundle.steps, user=user)
 

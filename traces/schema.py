@@ -23,9 +23,14 @@ RUN_STATUSES = (
 # A run is active until it reaches one of the finished statuses; nothing leaves those.
 ACTIVE_STATUSES = RUN_STATUSES[:3]
 FINISHED_STATUSES = RUN_STATUSES[3:]
+# Held by a process: it executes the run (a queued run is held by nobody yet).
+HELD_STATUSES = ("running", "paused")
+assert set(HELD_STATUSES) < set(ACTIVE_STATUSES)
 # Finished with an answer: the agent's own, or one written from what it found when a limit
 # stopped it ("stopped").
 ANSWERED_STATUSES = ("succeeded", "stopped")
+# Finished without one: an error, a person, the clock or a vanished process ended it.
+UNANSWERED_STATUSES = tuple(s for s in FINISHED_STATUSES if s not in ANSWERED_STATUSES)
 # What Resume may continue: every finished run but a succeeded one (a stopped run may go on
 # past the limit that stopped it).
 RESUMABLE_STATUSES = tuple(s for s in FINISHED_STATUSES if s != "succeeded")
@@ -42,6 +47,11 @@ RUN_STATUS_MEANINGS = {
     "interrupted": "its process went away while it ran",
 }
 assert set(RUN_STATUS_MEANINGS) == set(RUN_STATUSES)
+# A run's totals: what the runtime counts while it runs (agentlab.runtime.limits.Totals), the
+# Run row's columns of the same names, and what every view of a finished run repeats (its
+# status write, the live socket's state, a bundle, an OTLP root span).
+RUN_TOTALS = ("llm_calls", "tool_calls", "tokens_in", "tokens_out", "cost_usd", "wall_ms",
+              "format_errors", "reflections")
 
 
 @dataclass(kw_only=True)

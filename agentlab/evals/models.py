@@ -12,8 +12,10 @@ from traces.models import OwnedQuerySet
 
 SCORERS = ("exact", "contains", "numeric", "regex", "llm_judge")
 EXPERIMENT_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
+ACTIVE_EXPERIMENT_STATUSES = EXPERIMENT_STATUSES[:2]  # the rest are its endings
 RESULT_STATUSES = ("pending", "running", "done", "error", "cancelled")
-FINISHED_RESULT_STATUSES = ("done", "error", "cancelled")
+UNFINISHED_RESULT_STATUSES = RESULT_STATUSES[:2]
+FINISHED_RESULT_STATUSES = RESULT_STATUSES[2:]
 
 
 def clean_tags(tags: Iterable[str]) -> list[str]:
@@ -101,7 +103,7 @@ class Experiment(models.Model):
 
     @property
     def is_active(self) -> bool:
-        return self.status in ("queued", "running")
+        return self.status in ACTIVE_EXPERIMENT_STATUSES
 
     def selected_cases(self) -> QuerySet[Case]:
         cases = self.suite.cases.order_by("position", "id")

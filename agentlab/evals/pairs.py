@@ -17,7 +17,13 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from agentlab.evals import scorers
-from agentlab.evals.models import FINISHED_RESULT_STATUSES, Case, Experiment, Result
+from agentlab.evals.models import (
+    FINISHED_RESULT_STATUSES,
+    UNFINISHED_RESULT_STATUSES,
+    Case,
+    Experiment,
+    Result,
+)
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.models import ModelProfile
 from agentlab.profiles import to_config
@@ -117,7 +123,7 @@ def finish(experiment_id: int, error: str, interrupted: bool) -> Experiment:
     experiment = Experiment.objects.get(pk=experiment_id)
     if experiment.status == "running" and interrupted:
         experiment.status = "cancelled"
-        experiment.results.filter(status__in=("pending", "running")).update(
+        experiment.results.filter(status__in=UNFINISHED_RESULT_STATUSES).update(
             status="cancelled", error="cancelled with the experiment", finished_at=timezone.now())
     elif experiment.status == "running":
         results = experiment.results.filter(status__in=FINISHED_RESULT_STATUSES)

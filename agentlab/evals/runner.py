@@ -34,12 +34,21 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentlab.evals import on_workers, pairs
-from agentlab.evals.models import Case, Experiment, Result, Suite, clean_tags
+from agentlab.evals.models import (
+    ACTIVE_EXPERIMENT_STATUSES,
+    UNFINISHED_RESULT_STATUSES,
+    Case,
+    Experiment,
+    Result,
+    Suite,
+    clean_tags,
+)
 from agentlab.evals.pairs import Progress
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.models import Agent, ModelProfile
 from agentlab.runs import engine as run_engine
 from agentlab.runs import execution
+from agentlab.runs.registry import EXPERIMENTS
 from traces.owners import left_by_dead_process, process_id
 
 log = logging.getLogger(__name__)
@@ -101,7 +110,8 @@ def rerun(experiment: Experiment, user: Any = None) -> Experiment:
 
 @dataclass
 class Control:
-    """This process's handle on a running experiment (cancel reaches its runs through it)."""
+    """This process's handle on a running experiment (cancel reaches its runs through it); the
+    experiment's entry in agentlab.runs.registry.EXPERIMENTS holds it while its pairs run."""
 
     experiment_id: int
     loop: asyncio.AbstractEventLoop
@@ -114,18 +124,14 @@ class Control:
             execution.cancel(run_id)
 
 
-CONTROLS: dict[int, Control] = {}
-TASKS: dict[int, asyncio.Task[Experiment]] = {}
-
-
 def start_experiment(experiment: Experiment) -> asyncio.Task[Experiment]:
     """Run `experiment` as a task of this process's running loop; on the workers, the task only
     queues its first runs (the workers take it from there)."""
     pk = experiment.pk
     work = on_workers.begin(pk) if on_engine_workers() else run_experiment(pk)
     task = asyncio.get_running_loop().create_task(work, name=f"experiment-{pk}")
-    TASKS[pk] = task
-    task.add_done_callback(lambda _t: TASKS.pop(pk, None))
+    EXPERIMENTS.put(pk, task=task)
+    task.add_done_callback(lambda _t: EXPERIMENTS.clear(pk, "task", only=task))
     return task
 
 
@@ -135,11 +141,12 @@ def cancel_experiment(experiment_id: int) -> bool:
     acancel_experiment there)."""
     with transaction.atomic():
         changed = Experiment.objects.filter(
-            pk=experiment_id, status__in=("queued", "running")
+            pk=experiment_id, status__in=ACTIVE_EXPERIMENT_STATUSES
         ).update(status="cancelled", finished_at=timezone.now())
         Result.objects.filter(experiment_id=experiment_id, status="pending").update(
             status="cancelled", error="cancelled before it ran", finished_at=timezone.now())
-    if (control := CONTROLS.get(experiment_id)) is not None:
+    entry = EXPERIMENTS.entry(experiment_id)
+    if entry is not None and (control := entry.control) is not None:
         control.loop.call_soon_threadsafe(control.cancel)
     if changed and on_engine_workers():
         on_workers.cancel_runs(experiment_id)
@@ -163,7 +170,8 @@ async def run_experiment(experiment_id: int, *, on_progress: Progress | None = N
     experiment = await sync_to_async(pairs.begin)(experiment_id, worker=process_id())
     if experiment.status != "running":  # cancelled before it started, or already over
         return experiment
-    control = CONTROLS[experiment_id] = Control(experiment_id, asyncio.get_running_loop())
+    control = Control(experiment_id, asyncio.get_running_loop())
+    EXPERIMENTS.put(experiment_id, control=control)
     error, interrupted = "", False
     try:
         pending, done, total, judge = await sync_to_async(_plan)(experiment)
@@ -194,7 +202,7 @@ async def run_experiment(experiment_id: int, *, on_progress: Progress | None = N
         log.exception("experiment %s failed", experiment_id)
         error = f"{type(exc).__name__}: {exc}"
     finally:
-        CONTROLS.pop(experiment_id, None)
+        EXPERIMENTS.clear(experiment_id, "control", only=control)
         experiment = await asyncio.shield(sync_to_async(pairs.finish)(experiment_id, error,
                                                                         interrupted))
     await pairs.send(experiment_id, {"type": "experiment.status", "status": experiment.status})
@@ -210,7 +218,7 @@ def mark_interrupted() -> int:
             if left_by_dead_process(e.worker)]
     now = timezone.now()
     with transaction.atomic():
-        Result.objects.filter(experiment__in=dead, status__in=("pending", "running")).update(
+        Result.objects.filter(experiment__in=dead, status__in=UNFINISHED_RESULT_STATUSES).update(
             status="cancelled", error="the process running the experiment stopped",
             finished_at=now)
         return Experiment.objects.filter(pk__in=dead, status="running").update(

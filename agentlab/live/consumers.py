@@ -24,9 +24,8 @@ from agentlab.runs.fanout import group_name
 from traces import access
 from traces.display.renderer import StepRenderer
 from traces.models import Run, Step
-from traces.schema import FINISHED_STATUSES
+from traces.schema import FINISHED_STATUSES, HELD_STATUSES, RUN_TOTALS
 
-HELD_STATUSES = ("running", "paused")  # a process holds the run (a queued one: nobody yet)
 OVERFLOW = 1013  # "try again later": the browser reconnects and re-syncs from the database
 CONTROL_ACTIONS = ("pause", "resume", "step", "cancel", "edit", "approve", "deny")
 # The group's messages: one event, or several of them in order (fanout.BATCH).
@@ -260,7 +259,6 @@ def steps_after(run_id: int, after: int, limit: int) -> list[dict[str, Any]]:
 def run_state(run_id: int) -> dict[str, Any]:
     """The run's status, answer, error and totals, read after its steps."""
     run = Run.objects.defer("agent_snapshot", "history", "input").get(pk=run_id)
-    totals = {f: getattr(run, f) for f in ("llm_calls", "tool_calls", "tokens_in", "tokens_out",
-                                           "cost_usd", "wall_ms")}
+    totals = {f: getattr(run, f) for f in RUN_TOTALS}
     return {"status": run.status, "final_answer": run.final_answer, "error": run.error,
             "totals": totals}

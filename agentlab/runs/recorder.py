@@ -43,7 +43,7 @@ from agentlab.runs.writer import WRITER
 from traces import startup
 from traces.models import Run
 from traces.owners import owner_id
-from traces.schema import ACTIVE_STATUSES, FINISHED_STATUSES
+from traces.schema import ACTIVE_STATUSES, FINISHED_STATUSES, RUN_TOTALS
 from traces.schema import Step as StepRecord
 from traces.startup import mark_interrupted  # noqa: F401  (its old home; serve and tests)
 
@@ -65,8 +65,7 @@ def _save_status(run_id: int, status: str, detail: dict[str, Any]) -> None:
         fields["final_answer"] = detail["answer"] or ""
     if "error" in detail:
         fields["error"] = detail["error"] or ""
-    for key in ("llm_calls", "tool_calls", "tokens_in", "tokens_out", "cost_usd", "wall_ms",
-                "format_errors", "reflections"):
+    for key in RUN_TOTALS:
         if key in detail.get("totals", {}):
             fields[key] = detail["totals"][key]
     Run.objects.filter(pk=run_id).update(**fields)

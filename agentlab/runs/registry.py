@@ -1,4 +1,5 @@
-"""The runs this process holds, and how to reach each: one registry per process (`REGISTRY`).
+"""The runs this process holds, and how to reach each: one registry per process (`REGISTRY`);
+and its experiments the same way (`EXPERIMENTS`).
 
 For each run this process knows of there is one `RunEntry`, holding what the process has of it:
 its asyncio task and RunContext while it executes here (agentlab.runs.execution), its RunControl
@@ -19,8 +20,15 @@ Held by the process but not per run, so not here: the one writer thread
 step's content, bounded). A worker process that hosts runs for others (issue 20's engine) registers
 them the same way.
 
+An experiment running in this process (agentlab.evals.runner) has an `ExperimentEntry` in
+`EXPERIMENTS`, the same kind of registry keyed by experiment id: its task where this process
+started it, its runner.Control while its pairs run here (cancel_experiment reaches its runs
+through it). It goes, like a run's, once neither is left. (On the engine's workers nothing of an
+experiment lives in any process: agentlab/evals/on_workers.py.)
+
 All of it is touched from the serving loop's thread only (fanout.publish also from a command
-outside any loop, which then owns the process).
+outside any loop, which then owns the process; runner.cancel_experiment reads an experiment's
+control from any thread, and hands the cancel to its loop).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 Subscriber = Callable[[dict[str, Any]], None]
 
@@ -52,6 +60,10 @@ class RunEntry:
     outgoing: asyncio.Queue[dict[str, Any]] | None = None  # events on their way out
     sender: asyncio.Task[None] | None = None  # the task draining `outgoing`
 
+    # What `put` may set (the subscribers are a list: fanout appends and removes them).
+    PARTS: ClassVar[tuple[str, ...]] = ("task", "context", "control", "lane", "outgoing",
+                                        "sender")
+
     @property
     def executing(self) -> bool:
         """The run executes in this process (its task is going, or its loop runs here)."""
@@ -68,54 +80,92 @@ class RunEntry:
                 and self.sender is None)
 
 
-PARTS = ("task", "context", "control", "lane", "outgoing", "sender")
+@dataclass(eq=False)
+class ExperimentEntry:
+    """What this process holds of one experiment (agentlab.evals.runner) while it runs here."""
+
+    experiment_id: int
+    task: asyncio.Task[Any] | None = None  # started here (runner.start_experiment)
+    control: Any = None  # its runner.Control while its pairs run here (cancel reaches them)
+    PARTS: ClassVar[tuple[str, ...]] = ("task", "control")
+
+    @property
+    def empty(self) -> bool:
+        return self.task is None and self.control is None
 
 
-class RunRegistry:
-    """run id -> RunEntry, for the runs this process holds."""
+class Entry(Protocol):
+    """What a registry holds per id: its parts, and whether any is left."""
 
-    def __init__(self) -> None:
-        self._entries: dict[int, RunEntry] = {}
+    PARTS: ClassVar[tuple[str, ...]]
 
-    def entry(self, run_id: int) -> RunEntry | None:
-        return self._entries.get(run_id)
+    @property
+    def empty(self) -> bool: ...
 
-    def hold(self, run_id: int) -> RunEntry:
-        """The run's entry, added if the process held nothing of it yet."""
-        entry = self._entries.get(run_id)
+
+class Registry[E: Entry]:
+    """id -> entry of one kind (`kind`, made from the id), for what this process holds of
+    each: added by `hold` and `put`, gone once nothing of it is left (`clear`, `release`)."""
+
+    def __init__(self, kind: type[E]) -> None:
+        self._kind = kind
+        self._entries: dict[int, E] = {}
+
+    def entry(self, key: int) -> E | None:
+        return self._entries.get(key)
+
+    def hold(self, key: int) -> E:
+        """The entry, added if the process held nothing of it yet."""
+        entry = self._entries.get(key)
         if entry is None:
-            entry = self._entries[run_id] = RunEntry(run_id)
+            entry = self._entries[key] = self._kind(key)
         return entry
 
-    def put(self, run_id: int, **parts: Any) -> RunEntry:
-        """Set parts of the run's entry (task=, context=, ...), adding the entry if needed."""
-        if unknown := set(parts) - set(PARTS):
-            raise TypeError(f"a run entry has no part {sorted(unknown)}")
-        entry = self.hold(run_id)
+    def put(self, key: int, **parts: Any) -> E:
+        """Set parts of the entry (task=, context=, ...), adding the entry if needed."""
+        if unknown := set(parts) - set(self._kind.PARTS):
+            raise TypeError(f"a {self._kind.__name__} has no part {sorted(unknown)}")
+        entry = self.hold(key)
         for name, value in parts.items():
             setattr(entry, name, value)
         return entry
 
-    def clear(self, run_id: int, part: str, only: Any = None) -> None:
-        """Forget a part of the run (only if it is still `only`, when given: a newer one
-        stays); the entry goes once nothing of it is left."""
-        entry = self._entries.get(run_id)
+    def clear(self, key: int, part: str, only: Any = None) -> None:
+        """Forget a part (only if it is still `only`, when given: a newer one stays); the
+        entry goes once nothing of it is left."""
+        entry = self._entries.get(key)
         if entry is None:
             return
         if only is None or getattr(entry, part) is only:
             setattr(entry, part, None)
-        self.release(run_id)
+        self.release(key)
 
-    def release(self, run_id: int) -> None:
-        """Drop the run's entry if nothing of it is left (after a part was taken off it)."""
-        entry = self._entries.get(run_id)
+    def release(self, key: int) -> None:
+        """Drop the entry if nothing of it is left (after a part was taken off it)."""
+        entry = self._entries.get(key)
         if entry is not None and entry.empty:
-            del self._entries[run_id]
+            del self._entries[key]
 
-    def task(self, run_id: int) -> asyncio.Task[Any] | None:
-        """The run's task, if it was launched in this process and is not done."""
-        entry = self._entries.get(run_id)
-        return entry.task if entry is not None else None
+    def task(self, key: int) -> asyncio.Task[Any] | None:
+        """Its task, if it was started in this process (None once done and forgotten)."""
+        entry = self._entries.get(key)
+        return getattr(entry, "task", None)
+
+    def entries(self) -> list[E]:
+        return list(self._entries.values())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+
+class RunRegistry(Registry[RunEntry]):
+    """run id -> RunEntry, for the runs this process holds."""
+
+    def __init__(self) -> None:
+        super().__init__(RunEntry)
 
     def held(self) -> list[int]:
         """The runs executing in this process, in the order they were first held."""
@@ -123,18 +173,13 @@ class RunRegistry:
 
     def entries(self) -> list[RunEntry]:
         """Every entry: the runs executing here and those only watched or still publishing."""
-        return list(self._entries.values())
+        return super().entries()
 
     def sending(self) -> list[int]:
         """The runs with events still on their way to other processes."""
         return [run_id for run_id, entry in self._entries.items()
                 if entry.outgoing is not None or entry.sender is not None]
 
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __contains__(self, run_id: object) -> bool:
-        return run_id in self._entries
-
 
 REGISTRY = RunRegistry()
+EXPERIMENTS: Registry[ExperimentEntry] = Registry(ExperimentEntry)

@@ -6,19 +6,23 @@ import asyncio
 import time
 import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from agentlab.guardrails.checks import GuardrailBlocked
 from agentlab.llm.errors import LLMError
 from agentlab.runtime.answer import answer_from_findings
 from agentlab.runtime.limits import BudgetExceeded, LoopDetected, RunCancelled, Totals
-from traces.schema import Step
+from traces.schema import ANSWERED_STATUSES, FINISHED_STATUSES, Step
 
 if TYPE_CHECKING:
     from agentlab.runtime.context import RunContext
     from agentlab.runtime.scopes import ParadigmRun
 
+# The statuses a run ends with here: every finished one but "interrupted" (only a start-up sweep
+# writes that, for a run whose process went away). Spelled out for the type checker; the
+# statuses themselves are traces.schema's.
 FinalStatus = Literal["succeeded", "stopped", "failed", "cancelled", "timed_out"]
+assert set(get_args(FinalStatus)) == set(FINISHED_STATUSES) - {"interrupted"}
 
 
 @dataclass
@@ -92,7 +96,7 @@ async def execute(paradigm: ParadigmRun, ctx: RunContext, task: str) -> RunOutco
     ctx.totals.wall_ms = (time.perf_counter() - started) * 1000
     answer = answer if isinstance(answer, str) else ("" if answer is None else str(answer))
     await ctx.emit(Step(kind="final", text=answer, output=answer,
-                        status="ok" if status in ("succeeded", "stopped") else "error",
+                        status="ok" if status in ANSWERED_STATUSES else "error",
                         meta={"status": status, **({"error": error} if error else {}),
                               **({"stopped_by": error} if status == "stopped" else {})}),
                    counted=False)

@@ -17,9 +17,7 @@ from typing import Any
 
 from traces.otel import attributes as oi
 from traces.otel import ids
-from traces.schema import Step
-
-_ERROR_RUN_STATUSES = ("failed", "timed_out", "cancelled", "interrupted")
+from traces.schema import RUN_TOTALS, UNANSWERED_STATUSES, Step
 
 
 @dataclass
@@ -62,10 +60,6 @@ class RunInfo:
         self.totals |= dict(detail.get("totals") or {})
 
 
-_TOTALS = ("llm_calls", "tool_calls", "tokens_in", "tokens_out", "cost_usd", "format_errors",
-           "reflections")
-
-
 def run_info(run: Any, key: bytes | None = None) -> RunInfo:
     """A RunInfo from a Run row (or anything with its attributes)."""
     snapshot = getattr(run, "agent_snapshot", None) or {}
@@ -73,7 +67,7 @@ def run_info(run: Any, key: bytes | None = None) -> RunInfo:
     return RunInfo(
         pk=run.pk, agent_name=run.agent_name or "", paradigm=run.paradigm or "",
         status=run.status, input=run.input or "", final_answer=run.final_answer or "",
-        error=run.error or "", totals={k: getattr(run, k, 0) or 0 for k in _TOTALS},
+        error=run.error or "", totals={k: getattr(run, k, 0) or 0 for k in RUN_TOTALS},
         started_ns=_when(run.started_at) or _when(getattr(run, "created", None)) or 0,
         finished_ns=_when(run.finished_at), user_id=getattr(user, "username", "") or "",
         session_id=_session(run), profiles=dict(snapshot.get("profiles") or {}), key=key)
@@ -151,7 +145,7 @@ def root_span(info: RunInfo, tree: Tree) -> SpanData:
     if windows:
         start = min(start, *(w[0] for w in windows))
     end = max(info.finished_ns or 0, *(w[1] for w in windows), start)
-    failed = info.status in _ERROR_RUN_STATUSES
+    failed = info.status in UNANSWERED_STATUSES
     error = (info.error or info.status) if failed else None
     span = SpanData(ids.trace_id(info.pk, info.key), ids.span_id(info.pk, 0, info.key), None,
                     info.agent_name or f"run {info.pk}", start, end, oi.root(info), error)

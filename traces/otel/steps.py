@@ -15,13 +15,12 @@ import json
 from typing import Any
 
 from traces.otel.decode import Span
-from traces.schema import STEP_KINDS, Step
+from traces.schema import FINISHED_STATUSES, STEP_KINDS, Step
 
 _KINDS = {"LLM": "llm", "TOOL": "tool", "RETRIEVER": "tool", "RERANKER": "tool",
           "EMBEDDING": "tool", "EVALUATOR": "evaluation", "GUARDRAIL": "guardrail",
           "AGENT": "message"}
 _CONTAINERS = ("AGENT", "CHAIN")
-_FINISHED = ("succeeded", "failed", "cancelled", "timed_out", "interrupted")
 # Read into the step's fields: not repeated in meta.
 _READ = {"openinference.span.kind", "input.value", "input.mime_type", "output.value",
          "output.mime_type", "llm.model_name", "llm.token_count.prompt",
@@ -71,7 +70,7 @@ def _run_fields(container: Span | None, roots: list[Span], spans: list[Span],
     first, last = (container, container) if container else (roots[0], roots[-1])
     a = container.attributes if container else {}
     status = a.get("agentlab.run.status")
-    if status not in _FINISHED:
+    if status not in FINISHED_STATUSES:
         status = "failed" if any(r.error for r in roots) else "succeeded"
     error = next((r.status_message or _exception(r) or "failed" for r in roots if r.error), "")
     start = min(s.start_ns for s in spans)
