@@ -190,3 +190,35 @@ def page(browser_page, live_url, user) -> object:
     """A page logged in as alice (the `user` fixture)."""
     log_in(browser_page, live_url, "alice", "pw-alice-123")
     return browser_page
+
+
+# ---------------------------------------------------------------------------- the tour
+
+SIZES = {"desktop": (1400, 900), "phone": (390, 844)}
+
+
+class Tour:
+    """Screenshots of pages at desktop and phone width, each checked as the tour checks it: a
+    heading, nothing wider than the window (tests/browser/test_tour.py)."""
+
+    def __init__(self, page, base: str, out: Path) -> None:
+        self.page, self.base, self.out, self.n = page, base, out, 0
+        self.problems: list[str] = []  # said at the end, after every screenshot is taken
+
+    def shoot(self, name: str, path: str | None = None) -> None:
+        """Both sizes of the page at `path` (or the page as it is), checked and saved."""
+        page = self.page
+        if path is not None:
+            page.goto(self.base + path)
+        self.n += 1
+        for size, (width, height) in SIZES.items():
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(150)  # charts and layout settle
+            if not page.locator("h1:visible, #site-name:visible").count():
+                self.problems.append(f"{name} at {size}: no heading")
+            wide = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            if wide > 1:
+                self.problems.append(f"{name} at {size}: {wide}px wider than the window")
+            page.screenshot(path=str(self.out / f"{self.n:02d}-{name}-{size}.png"),
+                            full_page=True)
+        page.set_viewport_size({"width": 1400, "height": 900})

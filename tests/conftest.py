@@ -1,6 +1,10 @@
 """Shared fixtures: users (tests/fixtures.py), LLM servers, scripted and embedded
 (tests/llm_servers.py), daphne and Chromium for browser tests (tests/browser_fixtures.py), a
-real redis-server for the cross-process live path (tests/redis_fixtures.py)."""
+real redis-server for the cross-process live path (tests/redis_fixtures.py), stopping the runs a
+live-socket test started (tests/sockets.py).
+
+Shared helpers and fixtures live in such helper modules, never in a test_*.py module: no test
+module imports another (tests/test_layers.py checks it)."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ["tests.fixtures", "tests.llm_servers", "tests.browser_fixtures",
-                  "tests.redis_fixtures"]
+                  "tests.redis_fixtures", "tests.sockets", "tests.otel_fixtures"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -13,7 +13,7 @@ from agentlab.chat.models import ChatTurn, Conversation
 from agentlab.chat.turns import history_of
 from agentlab.runs import control as run_control
 from tests.fake_openai import Reply
-from tests.test_consumers import agent, headers  # noqa: F401 (agent: a fixture)
+from tests.sockets import headers
 from tests.waiting import await_until
 from traces.models import Run
 
@@ -21,11 +21,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def conversation(agent, user):  # noqa: F811
+def agent(calc_agent):
+    return calc_agent
+
+
+@pytest.fixture
+def conversation(agent, user):
     return Conversation.objects.create(user=user, agent=agent)
 
 
-def test_index_lists_agents_and_only_my_conversations(client, user, other_user, agent):  # noqa: F811
+def test_index_lists_agents_and_only_my_conversations(client, user, other_user, agent):
     Conversation.objects.create(user=user, agent=agent, title="Mine about sums")
     Conversation.objects.create(user=other_user, agent=agent, title="Bob's secret")
     client.force_login(user)
@@ -34,7 +39,7 @@ def test_index_lists_agents_and_only_my_conversations(client, user, other_user, 
 
 
 def test_new_rename_delete_and_another_users_conversation_is_a_404(
-        client, user, other_user, agent):  # noqa: F811
+        client, user, other_user, agent):
     client.force_login(user)
     response = client.post("/chat/new/", {"agent": agent.pk})
     conv = Conversation.objects.get()
@@ -52,7 +57,7 @@ def test_new_rename_delete_and_another_users_conversation_is_a_404(
     assert not Conversation.objects.exists()
 
 
-def test_a_one_off_run_is_queued_for_its_live_page(client, user, agent):  # noqa: F811
+def test_a_one_off_run_is_queued_for_its_live_page(client, user, agent):
     client.force_login(user)
     response = client.post("/chat/run/", {"agent": agent.pk, "question": "What is 6*7?",
                                           "step_mode": "on"})
@@ -133,7 +138,7 @@ async def test_a_message_is_text_measured_without_its_outer_spaces_up_to_the_lim
     await comm.disconnect()
 
 
-def test_history_skips_turns_without_an_answer(conversation, user, agent):  # noqa: F811
+def test_history_skips_turns_without_an_answer(conversation, user, agent):
     from agentlab.runs.snapshot import create_run
 
     turns = [("a?", "A.", "succeeded"), ("b?", "", "succeeded"),
@@ -156,7 +161,7 @@ async def _finished(run_id: int) -> None:
 
 
 def test_a_conversation_shows_each_answer_with_its_folded_steps_and_trace_link(
-        client, conversation, user, agent):  # noqa: F811
+        client, conversation, user, agent):
     from django.utils import timezone
 
     from agentlab.runs.snapshot import create_run

@@ -14,13 +14,7 @@ from asgiref.sync import sync_to_async
 
 from agentlab.live import consumers
 from agentlab.runs.recorder import Recorder
-from tests.test_consumers import (  # noqa: F401  (stop_runs: a fixture)
-    connect,
-    frames_until,
-    is_type,
-    stop_runs,
-    synced,
-)
+from tests.sockets import connect, frames_until, is_type, synced
 from traces.models import Run
 from traces.schema import Step as StepRecord
 
@@ -132,7 +126,7 @@ async def test_a_page_opened_on_a_running_run_gets_its_debug_settings_and_no_pau
         calc_agent, user, fake_llm):
     from agentlab.runs.snapshot import create_run
     from tests.fake_openai import Reply
-    from tests.test_consumers import ANSWER
+    from tests.sockets import ANSWER
 
     run = await sync_to_async(create_run)(calc_agent, user, "What is 6*7?")
     fake_llm.script(Reply(tool_calls=[("calculator", '{"expression": "6*7"}')],

@@ -4,29 +4,21 @@ session auth), real runs started over the socket, the scripted OpenAI-compatible
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from typing import Any
-
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.test import Client
 
 from agentlab.asgi import application
 from agentlab.models import Tool
 from agentlab.runs import control as run_control
 from agentlab.runs import fanout
-from agentlab.runs.registry import REGISTRY
 from agentlab.runs.snapshot import create_run
 from tests.fake_openai import Reply
+from tests.sockets import ANSWER, CALL, connect, frames_until, is_type, new_seqs, paused, synced
 from tests.waiting import await_until
 from traces.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-CALL = Reply(tool_calls=[("calculator", '{"expression": "6*7"}')])
-ANSWER = Reply(text="6 times 7 is 42.")
 
 
 @pytest.fixture
@@ -37,69 +29,6 @@ def agent(calc_agent):
 @pytest.fixture
 def queued(agent, user):
     return create_run(agent, user, "What is 6*7?")
-
-
-@pytest.fixture
-async def stop_runs():
-    """Cancel every run these tests started and wait for each to record it."""
-    yield
-    entries = REGISTRY.entries()
-    for entry in entries:
-        if entry.control is not None:
-            with contextlib.suppress(run_control.ControlError):
-                entry.control.cancel()
-    await asyncio.gather(*[e.task for e in entries if e.task and not e.task.done()],
-                         return_exceptions=True)
-
-
-def headers(user: Any = None) -> list[tuple[bytes, bytes]]:
-    out = [(b"origin", b"http://127.0.0.1")]
-    if user is not None:
-        client = Client()
-        client.force_login(user)
-        out.append((b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()))
-    return out
-
-
-async def connect(run_id: int, user: Any = None) -> WebsocketCommunicator:
-    hdrs = await sync_to_async(headers)(user)
-    comm = WebsocketCommunicator(application, f"/ws/runs/{run_id}/", headers=hdrs)
-    connected, _ = await comm.connect()
-    assert connected
-    return comm
-
-
-async def frames_until(comm: WebsocketCommunicator, done, timeout: float = 10) -> list[dict]:
-    """Frames up to and including the first for which done(frame) is true."""
-    out: list[dict] = []
-    async with asyncio.timeout(timeout):
-        while True:
-            frame = await comm.receive_json_from(timeout=timeout)
-            out.append(frame)
-            if done(frame):
-                return out
-
-
-def is_type(kind: str, **match: Any):
-    return lambda f: f["type"] == kind and all(f.get(k) == v for k, v in match.items())
-
-
-def paused(f: dict) -> bool:
-    return f["type"] == "status" and f["status"] == "paused"
-
-
-async def synced(comm: WebsocketCommunicator, last_seq: int = 0) -> list[dict]:
-    await comm.send_json_to({"action": "sync", "last_seq": last_seq})
-    return await frames_until(comm, is_type("synced"))
-
-
-def new_seqs(frames: list[dict]) -> list[int]:
-    seen, out = set(), []
-    for f in frames:
-        if f["type"] == "step" and f["seq"] not in seen:
-            seen.add(f["seq"])
-            out.append(f["seq"])
-    return out
 
 
 async def test_anonymous_and_another_users_run_are_refused_alike(queued, other_user, staff):

@@ -18,8 +18,8 @@ from agentlab.runtime.context import Approval
 from agentlab.runtime.limits import Limits
 from agentlab.tools.decorator import tool
 from agentlab.tools.executor import ToolPolicy
+from tests.runtime_pieces import lookup, nap
 from tests.scripted_model import ScriptedModel, make_context, reply
-from tests.test_runtime import lookup, nap
 from tests.waiting import await_until
 from traces.schema import Step
 
@@ -640,7 +640,7 @@ def test_a_context_needs_a_default_model_and_starts_empty() -> None:
 
 async def test_a_pause_at_a_checkpoint_does_not_count_towards_the_timeout() -> None:
     from agentlab.runtime.loop import execute
-    from tests.test_runtime import Scripted
+    from tests.runtime_pieces import Scripted
 
     async def person_pauses(step: Step) -> dict | None:
         await asyncio.sleep(0.5)  # the subject: a person longer than the whole run may take

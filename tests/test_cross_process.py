@@ -19,7 +19,7 @@ from agentlab.runs import fanout
 from agentlab.runs.recorder import Recorder
 from agentlab.runs.registry import REGISTRY
 from tests.other_process import TOKENS
-from tests.test_consumers import connect, frames_until, is_type, new_seqs, synced
+from tests.sockets import connect, frames_until, is_type, new_seqs, synced
 from tests.waiting import await_until
 from traces.models import Run, Step
 from traces.owners import process_id

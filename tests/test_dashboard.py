@@ -18,21 +18,10 @@ from agentlab.dashboard.percentiles import percentiles
 from agentlab.dashboard.period import DashboardForm
 from agentlab.dashboard.queries import figures
 from agentlab.models import Tool
+from tests.factories import run_with_totals
 from traces.models import Run, Step
 
 pytestmark = pytest.mark.django_db
-
-
-def make_run(user, agent="Alpha", status="succeeded", paradigm="react", model="m-small",
-             steps=4, llm=2, tools=1, tin=100, tout=20, cost=0.01, fmt=0, refl=0, days_ago=0):
-    run = Run.objects.create(
-        user=user, agent_name=agent, paradigm=paradigm, input="q", status=status,
-        agent_snapshot={"profiles": {"default": {"name": f"{model} profile", "model": model}}},
-        step_count=steps, llm_calls=llm, tool_calls=tools, tokens_in=tin, tokens_out=tout,
-        cost_usd=cost, format_errors=fmt, reflections=refl)
-    if days_ago:
-        Run.objects.filter(pk=run.pk).update(created=timezone.now() - timedelta(days=days_ago))
-    return run
 
 
 def add_steps(run, *specs):
@@ -57,19 +46,19 @@ def tool(name, ok=True, ms=10.0, error_type=None, text="fine"):
 @pytest.fixture
 def runs(user, other_user):
     """Alice: four finished Alpha runs, one running, two Beta runs, one old run; Bob: one."""
-    r1 = make_run(user, steps=4, llm=2, tools=1, tin=100, tout=20, cost=0.01, refl=1)
-    r2 = make_run(user, status="failed", steps=10, llm=5, tools=3, tin=300, tout=50, cost=0.03,
-                  fmt=2, refl=1)
-    r3 = make_run(user, steps=6, llm=3, tools=2, tin=200, tout=30, cost=0.02, fmt=1, refl=2)
-    r4 = make_run(user, status="timed_out", steps=20, llm=8, tools=6, tin=400, tout=80,
-                  cost=0.04)
-    make_run(user, status="running", steps=3)
-    b1 = make_run(user, agent="Beta", paradigm="plan_execute", model="m-big", steps=8, llm=4,
-                  tools=0, tin=1000, tout=100, cost=0.5)
-    make_run(user, agent="Beta", paradigm="plan_execute", model="m-big", status="cancelled",
-             steps=2, llm=1, tools=0, tin=10, tout=0, cost=0.0)
-    make_run(user, agent="Alpha", steps=50, days_ago=40)
-    bob = make_run(other_user, agent="Alpha", steps=100, llm=40, tools=30, cost=9.0)
+    r1 = run_with_totals(user, steps=4, llm=2, tools=1, tin=100, tout=20, cost=0.01, refl=1)
+    r2 = run_with_totals(user, status="failed", steps=10, llm=5, tools=3, tin=300, tout=50,
+                         cost=0.03, fmt=2, refl=1)
+    r3 = run_with_totals(user, steps=6, llm=3, tools=2, tin=200, tout=30, cost=0.02, fmt=1, refl=2)
+    r4 = run_with_totals(user, status="timed_out", steps=20, llm=8, tools=6, tin=400, tout=80,
+                         cost=0.04)
+    run_with_totals(user, status="running", steps=3)
+    b1 = run_with_totals(user, agent="Beta", paradigm="plan_execute", model="m-big", steps=8,
+                         llm=4, tools=0, tin=1000, tout=100, cost=0.5)
+    run_with_totals(user, agent="Beta", paradigm="plan_execute", model="m-big", status="cancelled",
+                    steps=2, llm=1, tools=0, tin=10, tout=0, cost=0.0)
+    run_with_totals(user, agent="Alpha", steps=50, days_ago=40)
+    bob = run_with_totals(other_user, agent="Alpha", steps=100, llm=40, tools=30, cost=9.0)
     # Alpha's step durations: execution 10..100 ms, planning 100/300, reflection 500, tools.
     add_steps(r1, llm("planner", 100), *(llm("agent", ms) for ms in (10, 20, 30, 40, 50)),
               tool("calculator", ms=5), tool("calculator", ms=15))
@@ -186,7 +175,7 @@ def test_the_number_of_queries_does_not_grow_with_runs_or_groups(runs, user, cli
     with CaptureQueriesContext(connection) as few:
         client.get("/dashboard/")
     for i in range(6):
-        make_run(user, agent=f"Agent {i}", steps=i)
+        run_with_totals(user, agent=f"Agent {i}", steps=i)
     with CaptureQueriesContext(connection) as many:
         assert client.get("/dashboard/").status_code == 200
     assert len(many) == len(few) <= 20
@@ -239,10 +228,10 @@ def listed(client, url):
 
 def test_every_link_lists_exactly_the_runs_its_figure_counts(runs, user, client):
     r1, r2, r3, r4, b1 = (runs[k] for k in ("r1", "r2", "r3", "r4", "b1"))
-    r5 = make_run(user, steps=5)  # succeeded without reflecting: not in "…then succeeded"
+    r5 = run_with_totals(user, steps=5)  # succeeded without reflecting: not in "…then succeeded"
     cancelled = Run.objects.get(user=user, status="cancelled")
     # Just outside "last 24 h": a whole-day link would list it, the exact instant does not.
-    stale = make_run(user, steps=7)
+    stale = run_with_totals(user, steps=7)
     Run.objects.filter(pk=stale.pk).update(created=timezone.now() - timedelta(hours=24,
                                                                               minutes=1))
     # In progress, with a calculator call: neither counted nor listed.
@@ -322,7 +311,7 @@ def test_a_form_error_is_shown_and_the_defaults_are_used(user, client):
 
 def test_nearest_rank_percentiles_handle_one_value_ties_and_100(user):
     for steps, llm in ((5, 1), (5, 2), (5, 3), (9, 4)):
-        make_run(user, steps=steps, llm=llm)
+        run_with_totals(user, steps=steps, llm=llm)
     rows = Run.objects.all()
     found = percentiles(rows, [], ["step_count", "llm_calls"], (50, 75, 76, 100))[()]
     assert [found["step_count", p] for p in (50, 75, 76, 100)] == [5, 5, 9, 9]
@@ -340,7 +329,7 @@ def test_an_mcp_servers_tool_is_a_tool_and_an_invented_name_is_not(user, client)
     # MCP tools exist as Tool rows only (not in the code registry); the dashboard must not call
     # them made up.
     Tool.objects.create(name="mcp__clock__now", category="mcp")
-    run = make_run(user, agent="Clocky")
+    run = run_with_totals(user, agent="Clocky")
     add_steps(run, tool("mcp__clock__now"), tool("magic_wand", ok=False, text="unknown tool"))
     client.force_login(user)
     html = client.get("/dashboard/").content.decode()

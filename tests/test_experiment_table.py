@@ -8,13 +8,18 @@ import io
 import pytest
 from django.core.management import call_command
 
-from tests.test_run_experiment import run, setup  # noqa: F401 (the fixture)
+from tests.factories import run_experiment, sums_suite
+
+
+@pytest.fixture
+def setup(fake_llm, staff):
+    return sums_suite(fake_llm.base_url)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_table_replaces_only_its_section(fake_llm, setup, tmp_path):  # noqa: F811
+def test_the_table_replaces_only_its_section(fake_llm, setup, tmp_path):
     fake_llm.script("It is 2.", "It is 4.", "It is 6.")
-    out = run("Sums", "Alpha", "--concurrency", "1")
+    out = run_experiment("Sums", "Alpha", "--concurrency", "1")
     experiment = int(out.splitlines()[0].split()[1].rstrip(":"))
     doc = tmp_path / "PARADIGMS.md"
     doc.write_text("# Title\n\nbefore\n\n<!-- experiment-table:start -->\nold figures\n"

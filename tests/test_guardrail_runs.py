@@ -15,55 +15,33 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.test import Client
 
-from agentlab.models import Agent, Guardrail, ModelProfile, Tool
-from agentlab.runs.execution import execute_run
+from agentlab.models import Guardrail, ModelProfile
 from agentlab.runs.snapshot import create_run
-from agentlab.tools.decorator import tool
-from agentlab.tools.registry import all_tools
-from tests.factories import scripted_profile
+from tests.billing import (
+    ANSWER,
+    CALL,
+    CARD,
+    EMAIL,
+    IBAN,
+    KEY,
+    REPLY_EMAIL,
+    SECRETS,
+    billing_agent,
+    customer_record,
+    guardrail,
+    run_to_end,
+)
 from tests.fake_openai import Reply
-from tests.test_consumers import connect, frames_until, is_type, stop_runs, synced  # noqa: F401
-from tests.test_otel_live import collector  # noqa: F401
+from tests.sockets import connect, frames_until, is_type, synced
 from traces.models import Run, Step
 from traces.otel import live
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CARD, IBAN = "4111 1111 1111 1111", "DE89 3704 0044 0532 0130 00"
-EMAIL, KEY = "jane.doe@example.com", "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv"
-REPLY_CARD, REPLY_EMAIL = "5500-0000-0000-0004", "j.doe@billing.example.org"
-SECRETS = (CARD, IBAN, EMAIL, KEY, REPLY_CARD, REPLY_EMAIL, "4111111111111111",
-           "DE89370400440532013000", "5500000000000004")
-CALL = Reply(tool_calls=[("customer_record", '{"customer": "Jane Doe"}')])
-ANSWER = Reply(text=f"Jane Doe pays with card {REPLY_CARD}.\nWrite to {REPLY_EMAIL}.")
-
-
-@tool
-def customer_record(customer: str) -> str:
-    """Look up a customer's billing record."""
-    return (f"Customer {customer}: card {CARD}, IBAN {IBAN}, e-mail {EMAIL}, "
-            f"billing API key {KEY}, balance 1299.00 EUR, customer since 2019-04-01")
-
 
 @pytest.fixture
 def agent(fake_llm, monkeypatch):
-    """A function-calling ReAct agent with the billing tool, on the scripted model."""
-    registry = {**all_tools(), "customer_record": customer_record}
-    monkeypatch.setattr("agentlab.runs.build.all_tools", lambda: registry)
-    agent = Agent(name="Billing", paradigm="react", model_profile=scripted_profile(
-        fake_llm.base_url), params={"mode": "function_calling"})
-    agent.full_clean()
-    agent.save()
-    agent.tools.set([Tool.objects.create(name="customer_record")])
-    return agent
-
-
-def guardrail(name="No PII", **fields) -> Guardrail:
-    row = Guardrail(name=name, **{"stage": "output", "kind": "pii", "action": "redact",
-                                  "applies_to_all": True, **fields})
-    row.full_clean()
-    row.save()
-    return row
+    return billing_agent(fake_llm.base_url, monkeypatch)
 
 
 def leaks(text: str | bytes, among: tuple[str, ...] = SECRETS) -> list[str]:
@@ -78,18 +56,12 @@ def database_dump() -> str:
     return out.getvalue()
 
 
-async def run_to_end(agent, user, question="What card does Jane Doe pay with?") -> Run:
-    run = await sync_to_async(create_run)(agent, user, question)
-    await execute_run(await Run.objects.select_related("user").aget(pk=run.pk))
-    return await Run.objects.aget(pk=run.pk)
-
-
 def decisions(run: Run) -> list[Step]:
     return list(Step.objects.filter(run=run, kind="guardrail").order_by("seq"))
 
 
 async def test_pii_from_a_tool_and_a_reply_reaches_no_row_frame_export_or_model(
-        agent, user, fake_llm, stop_runs):  # noqa: F811
+        agent, user, fake_llm, stop_runs):
     await sync_to_async(guardrail)()
     fake_llm.script(CALL, ANSWER)
     run = await sync_to_async(create_run)(agent, user, "What card does Jane Doe pay with?")
@@ -135,7 +107,7 @@ async def test_pii_from_a_tool_and_a_reply_reaches_no_row_frame_export_or_model(
 
 
 async def test_the_live_otlp_export_gets_the_redacted_steps(
-        agent, user, fake_llm, collector):  # noqa: F811
+        agent, user, fake_llm, collector):
     await sync_to_async(guardrail)()
     fake_llm.script(CALL, ANSWER)
     run = await run_to_end(agent, user)

@@ -234,3 +234,55 @@ def test_the_socket_package_holds_sockets_only():
                         for target, _line in imports_of(name)
                         if _within(target, ("agentlab.live",))})
     assert all(n == "agentlab.routing" or n.endswith(".consumers") for n in importers), importers
+
+
+def _is_test_module(name: str) -> bool:
+    """tests.test_x, tests.security.test_x, tests.browser.test_x (and any deeper test_x)."""
+    return name.split(".")[0] == "tests" and name.rpartition(".")[2].startswith("test_")
+
+
+def imports_of_test_modules(path: Path, name: str) -> Iterator[tuple[str, int]]:
+    """(imported module, line) for each import of a test_* module under tests/ in the file at
+    `path`, module `name`; relative imports resolved, `from tests import test_x` counted."""
+    here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = here.split(".")[: len(here.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for target in targets:
+            if _is_test_module(target):
+                yield target, node.lineno
+                break
+
+
+def test_no_test_module_imports_another():
+    """Shared helpers live in helper modules (tests/sockets.py, tests/factories.py, …) and
+    shared fixtures in plugins that conftest.py loads: a test module is never imported by
+    another, so each can be moved, renamed or deleted on its own."""
+    reaches = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for target, line in imports_of_test_modules(path, _module_name(path)):
+            reaches.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert not reaches, "\n".join(reaches)
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("from tests.test_consumers import headers\n", ["tests.test_consumers"]),
+    ("def f():\n    from tests.security.test_limits import X\n", ["tests.security.test_limits"]),
+    ("import tests.browser.test_tour as tour\n", ["tests.browser.test_tour"]),
+    ("from tests import test_runs\n", ["tests.test_runs"]),
+    ("from .test_chat import agent\n", ["tests.browser.test_chat"]),
+    ("from tests.sockets import connect\nfrom tests import factories\n", []),
+])
+def test_the_test_import_check_sees_each_way_of_importing(tmp_path, source, expected):
+    path = tmp_path / "test_new.py"
+    path.write_text(source)
+    found = [t for t, _line in imports_of_test_modules(path, "tests.browser.test_new")]
+    assert found == expected

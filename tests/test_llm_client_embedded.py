@@ -118,7 +118,7 @@ async def test_the_window_estimate_is_above_the_models_own_count(embedded_llm):
 
     from agentlab.runtime.window import estimate_tokens
     from agentlab.tools.registry import builtin_tools
-    from tests.test_window import MEASURED
+    from tests.token_counts import MEASURED
 
     samples = [text for text, _ in MEASURED] + [
         Path("agentlab/runtime/context.py").read_text(),

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from agentlab.models import Agent, McpServer, ModelProfile, Tool
 from agentlab.tool_rows import refresh_mcp
 from tests.fake_openai import Reply
-from tests.test_mcp_tools import SERVER, running
+from tests.mcp_processes import SERVER, running
 from traces.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -20,24 +20,7 @@ import pytest
 from agentlab.bench.servers import free_port
 from agentlab.tools.executor import ToolExecutor, ToolPolicy
 from agentlab.tools.mcp import HTTP, McpServerConfig, list_tools, mcp_tool_spec, tool_name
-
-SERVER = str(Path(__file__).with_name("mcp_server.py"))
-
-
-def running(marker: str) -> list[int]:
-    """Pids of live (not zombie) processes whose command line holds `marker`."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmd and state != "Z":
-            pids.append(int(entry.name))
-    return pids
+from tests.mcp_processes import SERVER, running
 
 
 def stdio_config(marker: str = "", **extra: object) -> McpServerConfig:

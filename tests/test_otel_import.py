@@ -17,7 +17,7 @@ from tests.instrumented import (
     protobuf,
     weather_agent,
 )
-from tests.test_otlp import make_plan_run
+from tests.otel_fixtures import make_plan_run
 from traces.diff import diff_steps
 from traces.models import Run
 from traces.otel.decode import OTLPError

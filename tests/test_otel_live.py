@@ -5,8 +5,7 @@ nothing and is counted on the staff status page."""
 from __future__ import annotations
 
 import asyncio
-import json
-import time
+import threading
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -15,8 +14,7 @@ from django.urls import reverse
 from agentlab.runs.execution import execute_run
 from agentlab.runs.snapshot import create_run
 from tests.fake_openai import Delay, Reply
-from tests.otlp_receiver import OTLPReceiver
-from tests.test_otlp import make_plan_run
+from tests.otel_fixtures import PLAN_SCRIPT, make_plan_run, plan_agent
 from traces.models import Run
 from traces.otel import live
 from traces.otel.stream import LiveSink
@@ -26,21 +24,6 @@ from traces.schema import Step as StepRecord
 SCRIPT = (Reply(tool_calls=[("calculator", '{"expression": "6*7"}')]),
           Reply(tool_calls=[("calculator", '{"expression": "42+1"}')]),
           Delay(1.0, Reply(text="6*7+1 is 43.")))
-
-
-@pytest.fixture
-def collector(settings, monkeypatch):
-    """Live export on, to a fresh receiver, with a short batch delay."""
-    with OTLPReceiver() as receiver:
-        settings.AGENTLAB_OTEL_LIVE = True
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer sk-test-123")
-        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2")
-        live.reset()
-        live.STATS.reset()
-        yield receiver
-        live.reset()
 
 
 def _spans(doc: dict) -> list[dict]:
@@ -107,16 +90,23 @@ async def test_a_run_streams_its_spans_as_it_goes(calc_agent, user, fake_llm, co
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_failing_collector_costs_the_run_nothing_and_is_counted(
-        calc_agent, user, fake_llm, collector, client, staff):
+        calc_agent, user, fake_llm, collector, client, staff, monkeypatch):
     collector.status = 503
     fake_llm.script(*SCRIPT[:2], Reply(text="6*7+1 is 43."))
+    exports: list[int] = []  # the thread of each try to send spans
+    real_export = live.CountingExporter.export
+
+    def export(self, spans):
+        exports.append(threading.get_ident())
+        return real_export(self, spans)
+    monkeypatch.setattr(live.CountingExporter, "export", export)
     run = await sync_to_async(create_run)(calc_agent, user, "What is 6*7, plus 1?")
-    started = time.monotonic()
     await execute_run(run)
-    took = time.monotonic() - started
     assert (await Run.objects.aget(pk=run.pk)).status == "succeeded"
-    assert took < 2.0  # the exporter's retries and timeouts are the processor thread's
+    # The exporter's tries, retries and timeouts are the processor thread's, never the run's.
+    assert threading.get_ident() not in exports
     await sync_to_async(live.flush)(10)
+    assert exports and threading.get_ident() not in exports
     assert live.STATS.failed >= 1 and live.STATS.sent == 0
     await sync_to_async(client.force_login)(staff)
     page = (await sync_to_async(client.get)(reverse("otel_status"))).content.decode()
@@ -125,28 +115,10 @@ async def test_a_failing_collector_costs_the_run_nothing_and_is_counted(
     assert "sk-test-123" not in page
 
 
-def _plan_agent(fake_llm):
-    from agentlab.models import Agent, ModelProfile
-
-    profile = ModelProfile.objects.create(name="Scripted P&E", base_url=fake_llm.base_url,
-                                          model="scripted-model", retries=0)
-    agent = Agent(name="Planner", paradigm="plan_execute", model_profile=profile,
-                  params={"replan": False})
-    agent.full_clean()
-    agent.save()
-    return agent
-
-
-PLAN_SCRIPT = (json.dumps({"steps": ["Add 1 and 2", "Double it"]}),
-               json.dumps({"thought": "easy", "action": "final_answer", "action_input": "3"}),
-               json.dumps({"thought": "easy", "action": "final_answer", "action_input": "6"}),
-               "The answer is 6.")
-
-
 @pytest.mark.django_db(transaction=True)
 async def test_plan_steps_go_live_as_sub_runs_enclosing_their_children(user, fake_llm,
                                                                        collector):
-    agent = await sync_to_async(_plan_agent)(fake_llm)
+    agent = await sync_to_async(plan_agent)(fake_llm)
     fake_llm.script(*PLAN_SCRIPT)
     run = await sync_to_async(create_run)(agent, user, "What is (1+2)*2?")
     await execute_run(run)

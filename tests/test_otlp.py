@@ -4,68 +4,22 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
 
 import pytest
 from django.core.management import call_command
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from agentlab.chat.models import ChatTurn, Conversation
-from traces.models import Run, Step
+from tests.otel_fixtures import T0, make_plan_run
+from traces.models import Run
 from traces.otlp import export_otlp, export_otlp_protobuf, span_id, trace_id
-from traces.schema import Step as StepRecord
 
 pytestmark = pytest.mark.django_db
-
-TOOLS = [{"type": "function", "function": {
-    "name": "get_weather", "description": "Weather now in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
-REQUEST = {"messages": [{"role": "system", "content": "Be brief."},
-                        {"role": "user", "content": "Weather in Paris?"}],
-           "tools": TOOLS, "temperature": 0.2, "max_tokens": None, "stop": None,
-           "tool_choice": "auto", "response_format": None}
-REPLY = {"text": "", "model": "gpt-4o-mini-2024", "finish_reason": "tool_calls", "tool_calls": [
-    {"id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"},
-     "raw_arguments": '{"city": "Paris"}', "error": None}]}
-PROFILE = {"name": "OpenAI mini", "base_url": "https://api.openai.com/v1", "model": "gpt-4o-mini",
-           "price_in_per_m": 150.0, "price_out_per_m": 600.0}
-T0 = datetime(2025, 1, 1, tzinfo=UTC).timestamp()
 
 
 @pytest.fixture
 def run(user):
     return make_plan_run(user)
-
-
-def make_plan_run(user) -> Run:
-    """A failed Plan-and-Execute run: a plan step with a model call and a tool under it, a
-    thought, a failed call, an error."""
-    run = Run.objects.create(user=user, agent_name="Weather", paradigm="plan_execute",
-                             input="Weather in Paris?", status="failed", final_answer="sunny?",
-                             error="reached the limit", tokens_in=120, tokens_out=30,
-                             agent_snapshot={"profiles": {"default": PROFILE}},
-                             started_at=datetime(2025, 1, 1, tzinfo=UTC),
-                             finished_at=datetime(2025, 1, 1, 0, 0, 5, tzinfo=UTC))
-    records = [
-        StepRecord(seq=1, kind="plan", text="1. look it up", started_at=T0 + 0.1,
-                   duration_ms=10),
-        StepRecord(seq=2, kind="llm", role="executor", name="gpt-4o-mini-2024", parent=1,
-                   input=REQUEST, output=REPLY, tokens_in=100, tokens_out=20,
-                   cost_usd=100 * 150e-6 + 20 * 600e-6, started_at=T0 + 0.5,
-                   duration_ms=1500.0, meta={"profile": "OpenAI mini"}),
-        StepRecord(seq=3, kind="tool", name="get_weather", parent=1, input={"city": "Paris"},
-                   output={"ok": True}, text="sunny, 21 °C", started_at=T0 + 2,
-                   duration_ms=100),
-        StepRecord(seq=4, kind="thought", text="Now answer.", started_at=T0 + 2.5),
-        StepRecord(seq=5, kind="llm", role="executor", name="OpenAI mini", status="error",
-                   input=REQUEST, output={"error": "rate limited", "kind": "rate_limited"},
-                   text="rate limited", started_at=T0 + 3, duration_ms=200,
-                   meta={"profile": "OpenAI mini"}),
-        StepRecord(seq=6, kind="error", status="error", text="reached the limit",
-                   started_at=T0 + 4),
-    ]
-    Step.objects.bulk_create(Step.from_record(run.pk, s) for s in records)
-    return run
 
 
 def spans_of(doc: dict) -> dict[str, dict]:

@@ -28,8 +28,7 @@ from agentlab.runs.execution import execute_run
 from agentlab.runs.snapshot import create_run
 from tests.fake_openai import Reply
 from tests.instrumented import instrumented, weather_agent
-from tests.test_otel_live import PLAN_SCRIPT, _plan_agent
-from tests.test_otlp import make_plan_run
+from tests.otel_fixtures import PLAN_SCRIPT, make_plan_run, plan_agent
 from traces.diff import diff_steps
 from traces.models import Run
 from traces.otel import live
@@ -155,7 +154,7 @@ async def test_runs_sent_live_arrive_in_phoenix_whole(to_phoenix, calc_agent, us
     react = await sync_to_async(create_run)(calc_agent, user, "What is 6*7, plus 1?")
     await execute_run(react)
     fake_llm.script(*PLAN_SCRIPT)  # Plan-and-Execute: the plan and its items are sub-runs
-    planner = await sync_to_async(_plan_agent)(fake_llm)
+    planner = await sync_to_async(plan_agent)(fake_llm)
     executed = await sync_to_async(create_run)(planner, user, "What is (1+2)*2?")
     await execute_run(executed)
     failed = await sync_to_async(make_plan_run)(user)  # a failed call, an error, a failed run

@@ -15,21 +15,17 @@ from django.utils import timezone
 
 from agentlab.runs import fanout
 from agentlab.runs.recorder import Recorder, mark_interrupted
-from tests.waiting import turns
+from tests.factories import new_run
+from tests.waiting import await_until, turns
 from traces.models import Run, Step
 from traces.owners import parse_process_id, process_id
 from traces.schema import Step as StepRecord
 
 
-def make_run(user, **fields) -> Run:
-    return Run.objects.create(user=user, input="What is 2+2?", agent_name="t", paradigm="react",
-                              **fields)
-
-
 async def watched_run(user):
     """A run, its recorder, and `heard(timeout)`: the next event a watcher of it in this
     process gets (the way its sockets hear it)."""
-    run = await sync_to_async(make_run)(user)
+    run = await sync_to_async(new_run)(user)
     events: asyncio.Queue = asyncio.Queue()
     fanout.subscribe(run.pk, events.put_nowait)
     return run, Recorder(run.pk), lambda timeout=2: asyncio.wait_for(events.get(), timeout)
@@ -108,7 +104,7 @@ async def test_a_step_that_cannot_be_written_fails_the_run_and_is_not_announced(
 
 @pytest.mark.django_db(transaction=True)
 async def test_status_updates_carry_answer_error_and_totals(user):
-    run = await sync_to_async(make_run)(user)
+    run = await sync_to_async(new_run)(user)
     recorder = Recorder(run.pk, publish=False)
     await recorder.status("running", {})
     await run.arefresh_from_db()
@@ -134,9 +130,9 @@ def test_runs_left_running_by_a_dead_process_become_interrupted(user):
     import socket
 
     host = socket.gethostname()
-    orphan = make_run(user, status="running", worker=f"{host}:{dead.pid}")
-    alive = make_run(user, status="running", worker=f"{host}:1")  # pid 1 is alive
-    finished = make_run(user, status="succeeded", worker=f"{host}:{dead.pid}")
+    orphan = new_run(user, status="running", worker=f"{host}:{dead.pid}")
+    alive = new_run(user, status="running", worker=f"{host}:1")  # pid 1 is alive
+    finished = new_run(user, status="succeeded", worker=f"{host}:{dead.pid}")
     assert mark_interrupted() == 1
     orphan.refresh_from_db()
     alive.refresh_from_db()
@@ -147,8 +143,8 @@ def test_runs_left_running_by_a_dead_process_become_interrupted(user):
 
 @pytest.mark.django_db
 def test_a_user_sees_only_their_own_runs_and_staff_see_all(client, user, other_user, staff):
-    mine = make_run(user)
-    theirs = make_run(other_user)
+    mine = new_run(user)
+    theirs = new_run(other_user)
     client.force_login(user)
     assert client.get(f"/runs/{mine.pk}/").status_code == 200
     assert client.get(f"/runs/{theirs.pk}/").status_code == 404
@@ -161,22 +157,39 @@ def test_a_user_sees_only_their_own_runs_and_staff_see_all(client, user, other_u
 @pytest.mark.django_db(transaction=True)
 async def test_a_version_superseded_in_its_batch_is_written_once_and_not_shown(user):
     """The writer's batches (agentlab/runs/writer.py): a step's "running" version, which its run
-    does not wait for, and its end handed over before the writer took either are one row."""
-    from agentlab.runs.writer import CallJob, StepJob, _committed
+    does not wait for, and its end handed over before the writer took either are one row, and
+    a watcher is shown only the end; what the writer is asked to do after them sees the row."""
+    from agentlab.runs.writer import WRITER
 
-    run = await sync_to_async(make_run)(user)
-    recorder = Recorder(run.pk, publish=False)
-    running = StepJob(recorder, StepRecord(seq=1, kind="tool", name="calculator",
-                                           status="running", input={"expression": "2+2"}))
-    done = StepJob(recorder, StepRecord(seq=1, kind="tool", name="calculator", status="ok",
-                                        input={"expression": "2+2"}, text="4"))
-    status = CallJob(lambda: "after the steps", ())
-    outcomes = await sync_to_async(_committed, thread_sensitive=False)([running, done, status])
+    run, recorder, _heard = await watched_run(user)
+    seen: list[dict] = []
+    fanout.subscribe(run.pk, seen.append)
+    gate, waiting = threading.Event(), threading.Event()
 
-    assert outcomes == [None, None, "after the steps"]
-    assert (running.superseded, done.superseded) == (True, False)
+    def hold() -> None:  # the writer thread is busy until the gate opens
+        waiting.set()
+        gate.wait(30)
+    held = WRITER.call(hold)
+    try:  # the two versions and the call wait for it; its next batch takes them together
+        await await_until(waiting.is_set, message="the writer held")
+        await recorder.step(StepRecord(seq=1, kind="tool", name="calculator", status="running",
+                                       input={"expression": "2+2"}))
+        done = asyncio.create_task(recorder.step(StepRecord(
+            seq=1, kind="tool", name="calculator", status="ok", input={"expression": "2+2"},
+            text="4")))
+        await turns()
+        after = WRITER.call(lambda: list(Step.objects.filter(run_id=run.pk).values_list(
+            "status", flat=True)))
+    finally:
+        gate.set()
+    await held
+    await asyncio.wait_for(done, 10)
+    assert await asyncio.wait_for(after, 10) == ["ok"]  # the call came after the steps
+    await recorder.flush()
     rows = [r async for r in Step.objects.filter(run=run)]
     assert [(r.seq, r.status, r.text) for r in rows] == [(1, "ok", "4")]
+    steps = [m for m in seen if m["type"] == "run.step"]
+    assert [(m["seq"], m["version"], m["step"]["status"]) for m in steps] == [(1, 2, "ok")]
     await run.arefresh_from_db()
     assert run.step_count == 1
 
@@ -185,7 +198,7 @@ async def test_a_version_superseded_in_its_batch_is_written_once_and_not_shown(u
 async def test_a_row_reads_back_as_the_step_that_was_recorded(user):
     """Rows are written by one hand-built upsert (traces/upsert.py): JSON, text, times and
     figures must come back as the ORM would have stored them, and a rewrite replaces them."""
-    run = await sync_to_async(make_run)(user)
+    run = await sync_to_async(new_run)(user)
     recorder = Recorder(run.pk, publish=False)
     first = StepRecord(seq=1, kind="llm", role="planner", name="m", status="running",
                        parent=None, input={"messages": [{"role": "user", "content": "2+2 é ✓"}],
@@ -228,28 +241,39 @@ def test_one_failing_watcher_does_not_keep_the_others_from_a_step(caplog):
     assert record.exc_info[1].args == ("this socket is gone",)
 
 
-async def test_a_layer_that_cannot_take_an_event_is_logged_and_the_run_goes_on(caplog):
+async def test_a_layer_that_cannot_take_an_event_is_logged_and_the_run_goes_on(
+        settings, caplog):
     """An absent Redis (here: a real channels-redis layer pointed at a port nobody listens
-    on) must never fail the run: the event is in the database, and the log says which."""
-    from django.utils.module_loading import import_string
-
+    on) must never fail the run: this process's watchers still get the event, and the log
+    says which could not go out."""
     from agentlab.bench.servers import free_port
     from agentlab.settings import redis_channel_layer
 
-    config = redis_channel_layer(f"redis://127.0.0.1:{free_port()}")
-    layer = import_string(config["BACKEND"])(**config["CONFIG"])
-    await fanout._send_safely(layer, 992, {"type": "run.step", "seq": 3})
-    (record,) = [r for r in caplog.records if r.name == "agentlab.runs.fanout"]
-    assert record.getMessage() == "could not publish run.step for run 992"
-    assert record.exc_info is not None
-    await layer.flush()
+    settings.CHANNEL_LAYERS = {"default": redis_channel_layer(
+        f"redis://127.0.0.1:{free_port()}")}
+    layer = fanout.remote_layer()
+    assert layer is not None
+    seen: list[dict] = []
+    fanout.subscribe(992, seen.append)
+    try:
+        fanout.publish(992, {"type": "run.step", "seq": 3})  # returns: the run goes on
+        assert seen == [{"type": "run.step", "seq": 3}]
+
+        def logged():
+            return [r for r in caplog.records if r.name == "agentlab.runs.fanout"]
+        (record,) = await await_until(logged, message="the failed send logged")
+        assert record.getMessage() == "could not publish run.step for run 992"
+        assert record.exc_info is not None
+    finally:
+        fanout.unsubscribe(992, seen.append)
+        await layer.flush()
 
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_run_that_goes_on_before_its_row_is_written_hears_of_a_failure_by_durable(user):
     """With `ahead` (the runner's: no other run waits for the CPU), a finished step's row is not
     waited for at once; `durable()` waits for it, and raises what waiting would have."""
-    run = await sync_to_async(make_run)(user)
+    run = await sync_to_async(new_run)(user)
     recorder = Recorder(run.pk, ahead=lambda: True)
     await recorder.step(StepRecord(seq=1, kind="tool", name="calculator", status="ok"))
     await recorder.durable()
@@ -270,7 +294,7 @@ async def test_a_run_going_on_ahead_of_its_rows_waits_once_max_ahead_are_unwritt
 
     MAX_AHEAD = 8  # noqa: N806 (the documented figure, not the module's constant)
 
-    run = await sync_to_async(make_run)(user)
+    run = await sync_to_async(new_run)(user)
     recorder = Recorder(run.pk, ahead=lambda: True)
     gate = threading.Event()
     held = WRITER.call(gate.wait, 30)  # the writer thread is busy until the gate opens
@@ -296,7 +320,7 @@ def test_queued_runs_nobody_picked_up_become_interrupted_after_the_grace(user):
     from traces.startup import QUEUED_GRACE_S
 
     def queued(age_s: float, **fields) -> Run:
-        run = make_run(user, status="queued", **fields)
+        run = new_run(user, status="queued", **fields)
         Run.objects.filter(pk=run.pk).update(created=timezone.now() - timedelta(seconds=age_s))
         return run
 
@@ -315,25 +339,25 @@ def test_queued_runs_nobody_picked_up_become_interrupted_after_the_grace(user):
 def test_the_status_row_and_the_last_resort_called_directly(user):
     """What the writer thread runs for a status, and what marks a run failed when its end
     cannot be written, called in the test's own thread (mutmut traces only this thread)."""
-    from agentlab.runs.recorder import _mark_failed, _save_status
+    from agentlab.runs.recorder import mark_failed, save_status
 
-    run = make_run(user)
-    _save_status(run.pk, "running", {})
-    _save_status(run.pk, "running", {})  # a second "running" (a resume) keeps the first start
+    run = new_run(user)
+    save_status(run.pk, "running", {})
+    save_status(run.pk, "running", {})  # a second "running" (a resume) keeps the first start
     run.refresh_from_db()
     started = run.started_at
     assert run.status == "running" and started and run.worker == process_id()
     assert run.finished_at is None
-    _save_status(run.pk, "paused", {"answer": None, "error": None})
+    save_status(run.pk, "paused", {"answer": None, "error": None})
     run.refresh_from_db()
     assert (run.status, run.final_answer, run.error, run.started_at) == ("paused", "", "",
                                                                         started)
-    assert _mark_failed(run.pk, "succeeded", "disk full") == 1
+    assert mark_failed(run.pk, "succeeded", "disk full") == 1
     run.refresh_from_db()
     assert run.status == "failed" and run.finished_at is not None
     assert run.error == ("Its end (succeeded) could not be recorded, so its answer and totals "
                          "are not stored: disk full")
-    assert _mark_failed(run.pk, "succeeded", "again") == 0  # only a run still active
+    assert mark_failed(run.pk, "succeeded", "again") == 0  # only a run still active
 
 
 @pytest.mark.django_db(transaction=True)

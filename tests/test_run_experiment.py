@@ -4,44 +4,26 @@ The agents talk to the scripted OpenAI-compatible server (tests/fake_openai.py).
 
 from __future__ import annotations
 
-import io
-
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from agentlab.evals.models import Case, Experiment, Suite
-from agentlab.models import Agent, ModelProfile
+from agentlab.evals.models import Case, Experiment
+from tests.factories import run_experiment, sums_suite
 
 with_db = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def setup(fake_llm, staff):
-    profile = ModelProfile.objects.create(name="Scripted", base_url=fake_llm.base_url,
-                                          model="scripted-model", retries=0)
-    for name in ("Alpha", "Beta"):
-        agent = Agent(name=name, paradigm="react", model_profile=profile,
-                      params={"mode": "function_calling"})
-        agent.full_clean()
-        agent.save()
-    suite = Suite.objects.create(name="Sums")
-    for pos, (q, e) in enumerate([("1 + 1?", "2"), ("2 + 2?", "4"), ("3 + 3?", "6")], 1):
-        Case.objects.create(suite=suite, position=pos, question=q, expected=e, scorer="numeric")
-    return suite
-
-
-def run(*args):
-    out = io.StringIO()
-    call_command("run_experiment", *args, stdout=out)
-    return out.getvalue()
+    """Suite "Sums" (three sums) and agents Alpha and Beta on the scripted model; a staff user."""
+    return sums_suite(fake_llm.base_url)
 
 
 @with_db
 def test_it_prints_a_line_per_result_and_the_summary_table(fake_llm, setup):
     # One at a time, pairs go case by case, Alpha before Beta: the replies are in that order.
     fake_llm.script("It is 2.", "It is 5.", "It is 5.", "It is 4.", "No idea.", "It is 7.")
-    out = run("Sums", "Alpha", "Beta", "--concurrency", "1")
+    out = run_experiment("Sums", "Alpha", "Beta", "--concurrency", "1")
     lines = out.splitlines()
     assert lines[0].endswith(": suite 'Sums', 3 case(s) × 2 agent(s), 1 at a time")
     progress = [ln for ln in lines if ln.startswith("[")]
@@ -61,7 +43,7 @@ def test_it_prints_a_line_per_result_and_the_summary_table(fake_llm, setup):
 @with_db
 def test_markdown_and_limit(fake_llm, setup):
     fake_llm.responder = lambda body: "2"
-    out = run("Sums", "Alpha", "--limit", "1", "--markdown", "--run-timeout", "40")
+    out = run_experiment("Sums", "Alpha", "--limit", "1", "--markdown", "--run-timeout", "40")
     assert "1 case(s) × 1 agent(s), 2 at a time, at most 40 s per run" in out
     assert "| agent | mean score | pass rate | errors | runs ok | tokens | cost $ | wall s |" in out
     assert "| Alpha | 1.00 | 100% (1/1) | 0 | 1/1 |" in out
@@ -74,19 +56,19 @@ def test_markdown_and_limit(fake_llm, setup):
 def test_tags_choose_the_cases(fake_llm, setup):
     fake_llm.responder = lambda body: "6"
     Case.objects.filter(position=3).update(tags=["big"])
-    out = run("Sums", "Alpha", "--tag", "big", "--tag", "huge")
+    out = run_experiment("Sums", "Alpha", "--tag", "big", "--tag", "huge")
     assert "1 case(s) × 1 agent(s), 2 at a time, tagged big or huge" in out
     assert Experiment.objects.get().results.get().case.question == "3 + 3?"
     with pytest.raises(CommandError, match="no case of the suite 'Sums' is tagged small"):
-        run("Sums", "Alpha", "--tag", "small")
+        run_experiment("Sums", "Alpha", "--tag", "small")
 
 
 @with_db
 def test_unknown_suite_agent_or_judge_is_a_clear_error(setup):
     with pytest.raises(CommandError, match="No suite named 'Nope'. Suites: 'Sums'"):
-        run("Nope", "Alpha")
+        run_experiment("Nope", "Alpha")
     with pytest.raises(CommandError, match="No agent named 'Gamma'"):
-        run("Sums", "Gamma")
+        run_experiment("Sums", "Gamma")
     with pytest.raises(CommandError, match="No model profile named 'Judge'"):
-        run("Sums", "Alpha", "--judge", "Judge")
+        run_experiment("Sums", "Alpha", "--judge", "Judge")
     assert not Experiment.objects.exists()

@@ -17,7 +17,7 @@ from agentlab.runs import execution, fanout
 from agentlab.runs.registry import REGISTRY
 from agentlab.runs.snapshot import create_run
 from tests.fake_openai import Reply
-from tests.test_consumers import connect, synced
+from tests.sockets import connect, synced
 from tests.waiting import await_until
 from traces.models import Run
 

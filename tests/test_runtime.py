@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
 from agentlab.llm.errors import EndpointUnreachable
-from agentlab.paradigms.registry import Paradigm, get_paradigm, paradigm_keys, validate_params
+from agentlab.paradigms.registry import get_paradigm, paradigm_keys, validate_params
 from agentlab.runtime import window
 from agentlab.runtime.context import Approval
 from agentlab.runtime.limits import BudgetExceeded, Limits, LoopDetected
@@ -16,23 +16,10 @@ from agentlab.runtime.loop import execute
 from agentlab.runtime.sinks import MemorySink
 from agentlab.tools.decorator import tool
 from agentlab.tools.executor import ToolPolicy
+from tests.runtime_pieces import Scripted, lookup, nap
 from tests.scripted_model import ScriptedModel, make_context, reply
 from tests.waiting import await_until
 from traces.schema import Step
-
-
-@tool
-def lookup(city: str) -> str:
-    """Look up the population of a city."""
-    return {"paris": "Paris has 2.1 million people."}.get(city.lower(), "No results")
-
-
-@tool
-async def nap(seconds: float) -> str:
-    """Sleep for a while."""
-    await asyncio.sleep(seconds)
-    return "rested"
-
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -203,16 +190,6 @@ async def test_same_call_three_times_in_a_row_is_a_loop() -> None:
 
 
 # ---------------------------------------------------------------------- execute()
-
-
-class Scripted(Paradigm):
-    key: ClassVar[str] = "test-scripted"
-
-    def __init__(self, body) -> None:
-        self.body = body
-
-    async def run(self, ctx, task: str) -> str:
-        return await self.body(ctx, task)
 
 
 async def test_execute_success_emits_final_and_statuses() -> None:

@@ -2,8 +2,8 @@
 filters, sort, pagination), one run (tree, node meta, payloads, load more, messages), diff,
 export/import, and that another user's run is a 404 everywhere.
 
-`make_run` and `demo_steps` build recorded runs directly (no model involved); the browser tests
-reuse them."""
+`make_run` and `demo_steps` (tests/factories.py) build recorded runs directly (no model
+involved)."""
 
 from __future__ import annotations
 
@@ -16,70 +16,10 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from tests.factories import T0, big_run, demo_steps, make_run
 from traces.models import Run, Step
 
 pytestmark = pytest.mark.django_db
-
-LONG_OBSERVATION = "row " + "Paris 21C sunny; " * 300 + "END-OF-LONG-PAYLOAD"
-T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
-
-
-def demo_steps() -> list[dict[str, Any]]:
-    """A multi-kind run: a plan with an llm call and a tool inside, a LATS node, a team member's
-    message, a tool with SQL and a long observation, a format error, the final answer."""
-    question = {"role": "user", "content": "What is the weather in Paris?"}
-    return [
-        {"kind": "plan", "role": "planner", "text": "1. look up the weather\n2. answer",
-         "input": {"steps": ["look up the weather", "answer"]}},
-        {"kind": "llm", "parent": 1, "name": "scripted-model", "tokens_in": 50, "tokens_out": 10,
-         "cost_usd": 0.0002, "duration_ms": 1500,
-         "input": {"messages": [{"role": "system", "content": "You are a careful agent."},
-                                question],
-                   "tools": [{"type": "function", "function": {"name": "get_weather"}}]},
-         "output": {"text": "", "tool_calls": [{"id": "c1", "name": "get_weather",
-                                                "arguments": {"city": "Paris"},
-                                                "raw_arguments": '{"city": "Paris"}',
-                                                "error": None}]},
-         "text": ""},
-        {"kind": "tool", "parent": 1, "name": "get_weather", "input": {"city": "Paris"},
-         "output": {"ok": True, "output": "Sunny, 21 C"}, "text": "Sunny, 21 C",
-         "duration_ms": 120},
-        {"kind": "node", "name": "candidate 1", "text": "Answer from the weather report",
-         "meta": {"value": 0.75, "visits": 3, "depth": 1}},
-        {"kind": "message", "role": "researcher", "name": "report",
-         "text": "I found the weather for the team."},
-        {"kind": "tool", "name": "sql_query",
-         "input": {"sql": "SELECT city, temp FROM weather WHERE city = 'Paris'"},
-         "output": {"ok": True, "output": LONG_OBSERVATION}, "text": LONG_OBSERVATION,
-         "duration_ms": 40},
-        {"kind": "error", "status": "error", "text": "The reply was not valid JSON.",
-         "meta": {"format_error": True}},
-        {"kind": "final", "text": "It is sunny in Paris.", "output": "It is sunny in Paris."},
-    ]
-
-
-def make_run(user, steps: list[dict[str, Any]] | None = None, **fields: Any) -> Run:
-    """A recorded run with its steps (seq 1..n, a second apart) and totals that match them."""
-    steps = demo_steps() if steps is None else steps
-    defaults = {"input": "What is the weather in Paris?", "agent_name": "Weather agent",
-                "paradigm": "react", "status": "succeeded",
-                "final_answer": next((s["text"] for s in reversed(steps)
-                                      if s["kind"] == "final"), ""),
-                "agent_snapshot": {"paradigm": "react", "profiles": {
-                    "default": {"name": "Scripted", "model": "scripted-model",
-                                "base_url": "http://127.0.0.1:9/v1"}}},
-                "started_at": T0, "step_count": len(steps),
-                "llm_calls": sum(s["kind"] == "llm" for s in steps),
-                "tool_calls": sum(s["kind"] == "tool" for s in steps),
-                "tokens_in": sum(s.get("tokens_in", 0) for s in steps),
-                "tokens_out": sum(s.get("tokens_out", 0) for s in steps),
-                "wall_ms": len(steps) * 1000.0}
-    run = Run.objects.create(user=user, **{**defaults, **fields})
-    Step.objects.bulk_create(
-        Step(run=run, seq=i, started_at=T0 + timedelta(seconds=i - 1), **s)
-        for i, s in enumerate(steps, start=1))
-    return run
-
 
 def html(response) -> str:
     assert response.status_code == 200, response.status_code
@@ -404,11 +344,6 @@ def test_the_messages_panel_shows_the_conversation_the_model_saw(client, user):
     assert "What is the weather in Paris?" in body and "<code>get_weather</code>" in body
     # Only llm steps have messages.
     assert client.get(reverse("step_messages", args=[run.pk, 3])).status_code == 404
-
-
-def big_run(user, n: int) -> Run:
-    return make_run(user, [{"kind": "thought", "text": f"thinking {i}",
-                            "parent": 1 if i > 1 else None} for i in range(1, n + 1)])
 
 
 def test_a_big_run_renders_its_first_page_and_loads_more(client, user,

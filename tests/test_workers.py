@@ -14,11 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +24,6 @@ from django.db import connection
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
-from agentlab.bench.servers import database_url
 from agentlab.evals import runner as evals
 from agentlab.evals.models import Case, Experiment, Result, Suite
 from agentlab.forks.plans import create_fork
@@ -40,68 +35,22 @@ from agentlab.runs.registry import REGISTRY
 from agentlab.runs.snapshot import create_run
 from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import AtOnce, Delay, Reply
-from tests.test_consumers import connect, frames_until, is_type, paused, synced
+from tests.sockets import connect, frames_until, is_type, paused, synced
 from tests.waiting import await_until
+from tests.worker_pool import Workers
 from traces.models import Run, Step
-from traces.owners import WORKER_PREFIX, parse_process_id, process_id
+from traces.owners import WORKER_PREFIX, process_id
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-ROOT = Path(__file__).resolve().parent.parent
 CALL = Reply(tool_calls=[("calculator", '{"expression": "6*7"}')])
 ANSWER = Reply(text="6 times 7 is 42.")
-TAKEOVER_S = 3
 
 
 @pytest.fixture(autouse=True)
 def _postgres_and_redis() -> None:
     if connection.vendor != "postgresql" or not os.environ.get("REDIS_URL"):
         pytest.skip("runs on workers need PostgreSQL and Redis: run with -p tests.scale_profile")
-
-
-class Workers:
-    """`manage.py worker` processes on this test's database and Redis."""
-
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.env = {**os.environ, "DATABASE_URL": database_url(connection.settings_dict),
-                    "AGENTLAB_RUNS_ON": "workers", "AGENTLAB_TAKEOVER_S": str(TAKEOVER_S),
-                    "AGENTLAB_WORKER_GRACE_S": "60", "PYTHONUNBUFFERED": "1"}
-
-    def start(self, count: int = 1) -> list[subprocess.Popen[bytes]]:
-        new = [subprocess.Popen([sys.executable, "manage.py", "worker", "--concurrency", "20"],
-                                cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE) for _ in range(count)]
-        self.procs += new
-        return new
-
-    async def ready(self, count: int) -> None:
-        """Until `count` workers have registered with the queue (they heartbeat from then)."""
-        async def enough() -> bool:
-            return await sync_to_async(self.registered)() >= count
-
-        await await_until(enough, timeout=60, message=f"{count} workers registered")
-
-    def registered(self) -> int:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM procrastinate_workers")
-            return cursor.fetchone()[0]
-
-    def holder(self, run: Run) -> subprocess.Popen[bytes]:
-        run.refresh_from_db()
-        assert run.worker.startswith(WORKER_PREFIX), run.worker
-        identity = parse_process_id(run.worker.removeprefix(WORKER_PREFIX))
-        assert identity is not None
-        return next(p for p in self.procs if p.pid == identity.pid)
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-            if proc.stderr is not None:  # shown by pytest when the test failed
-                print(f"worker {proc.pid}:", proc.stderr.read().decode()[-3000:])
-                proc.stderr.close()
 
 
 @pytest.fixture
@@ -323,7 +272,6 @@ async def test_a_killed_workers_run_is_taken_over_and_continues_from_its_trace(
     assert [s[1] for s in before if s[3] != "running"][:2] == ["llm", "tool"]
     holder = await sync_to_async(workers.holder)(run)
     holder.send_signal(signal.SIGKILL)
-    killed_at = time.time()
     frames = await frames_until(comm, ended, timeout=90)
     assert frames[-1]["status"] == "succeeded" and frames[-1]["answer"] == "6 times 7 is 42."
     await comm.disconnect()
@@ -341,9 +289,8 @@ async def test_a_killed_workers_run_is_taken_over_and_continues_from_its_trace(
     assert 'class="pill taken-over"' in page and f"after step {note['after_seq']}" in page
     new_holder = await sync_to_async(workers.holder)(run)
     assert new_holder.pid != holder.pid
-    took = marked[0].started_at.timestamp() - killed_at
-    print(f"takeover: {took:.1f} s from SIGKILL to the run's next step on another worker")
-    assert took < TAKEOVER_S + 15
+    # How soon it was taken over is a speed figure: `manage.py bench_engines` (SIGKILL) measures
+    # it; here it is enough that it was, once, by another worker.
 
 
 async def test_sigterm_lets_the_worker_finish_its_runs_before_it_exits(

@@ -53,7 +53,10 @@ STATUS_RETRY_DELAYS_S = (0.2, 1.0, 3.0)  # after the first try of a status write
 CLOSING_RETRY_DELAYS_S = (0.2, 1.0)  # after the first try of a closing step's row
 
 
-def _save_status(run_id: int, status: str, detail: dict[str, Any]) -> None:
+def save_status(run_id: int, status: str, detail: dict[str, Any]) -> None:
+    """Write a status to the run's row: what the writer thread runs for `Recorder.status`.
+    Public as the seam where a status write happens: tests call it in their own thread (mutation
+    testing sees only that thread) and break it on purpose, as a database refusing it would."""
     fields: dict[str, Any] = {"status": status}
     now = timezone.now()
     if status == "running":
@@ -71,9 +74,10 @@ def _save_status(run_id: int, status: str, detail: dict[str, Any]) -> None:
     Run.objects.filter(pk=run_id).update(**fields)
 
 
-def _mark_failed(run_id: int, status: str, reason: str) -> int:
+def mark_failed(run_id: int, status: str, reason: str) -> int:
     """The last resort when a run's final status cannot be written: the fewest columns, and
-    only if the run is still active."""
+    only if the run is still active; how many runs it marked. Public for the same reason as
+    `save_status`."""
     return Run.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES).update(
         status="failed", finished_at=timezone.now(),
         error=f"Its end ({status}) could not be recorded, so its answer and totals are not "
@@ -289,7 +293,7 @@ class Recorder:
             if delay:
                 await asyncio.sleep(delay)
             try:
-                await WRITER.call(_save_status, self.run_id, status, detail)
+                await WRITER.call(save_status, self.run_id, status, detail)
                 return
             except Exception as exc:
                 error = exc
@@ -302,12 +306,12 @@ class Recorder:
                   self.run_id, status)
         reason = f"{type(error).__name__}: {error}"
         try:
-            await asyncio.to_thread(_on_own_connection, _mark_failed, self.run_id, status,
+            await asyncio.to_thread(_on_own_connection, mark_failed, self.run_id, status,
                                     reason)
         except Exception:
             log.exception("run %s: could not mark it failed either; the writer tries again "
                           "after its next write", self.run_id)
-            WRITER.retry_later(_mark_failed, self.run_id, status, reason)
+            WRITER.retry_later(mark_failed, self.run_id, status, reason)
 
     def publish(self, message: dict[str, Any]) -> None:
         """Publish `message` after every step handed over before it (at once if none waits)."""

@@ -14,11 +14,6 @@ from tests.fake_openai import Reply
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def agent(calc_agent):
-    return calc_agent
-
-
 def test_chat_streams_the_answer_and_folds_out_its_steps(page, live_url, agent, fake_llm):
     answer = "Six times seven is forty-two, as the calculator says."
     fake_llm.script(Reply(tool_calls=[("calculator", '{"expression": "6*7"}')]),

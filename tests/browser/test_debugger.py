@@ -9,14 +9,13 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.test_chat import agent  # noqa: F401 (a fixture)
 from tests.browser_fixtures import run_once_in_step_mode
 from tests.fake_openai import Reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_pause_in_step_mode_edit_a_tool_argument_and_continue(page, live_url, agent, fake_llm):  # noqa: F811
+def test_pause_in_step_mode_edit_a_tool_argument_and_continue(page, live_url, agent, fake_llm):
     fake_llm.script(Reply(tool_calls=[("calculator", '{"expression": "6*7"}')]),
                     Reply(text="The answer is 48."))
     pending = run_once_in_step_mode(page, live_url)

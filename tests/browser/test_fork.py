@@ -14,14 +14,13 @@ from playwright.sync_api import expect
 
 from agentlab.runs.execution import execute_run
 from agentlab.runs.snapshot import create_run
-from tests.browser.test_chat import agent  # noqa: F401 (a fixture)
 from tests.fake_openai import Reply
 from traces.models import Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def record_source(agent, user, fake_llm) -> Run:  # noqa: F811
+def record_source(agent, user, fake_llm) -> Run:
     """A finished ReAct run (llm, tool, llm, final), executed in its own thread and loop:
     Playwright's sync API owns this thread's loop."""
     fake_llm.script(Reply(tool_calls=[("calculator", '{"expression": "6*7"}')]),
@@ -47,7 +46,7 @@ def wait_finished(pk: int, timeout_s: float = 20) -> Run:
 
 
 def test_fork_with_an_edited_observation_then_diff_it_against_its_origin(
-        page, live_server_url, agent, user, fake_llm):  # noqa: F811
+        page, live_server_url, agent, user, fake_llm):
     source = record_source(agent, user, fake_llm)
     fake_llm.script(Reply(text="6*7 is 100, the tool says."))
     page.goto(f"{live_server_url}/runs/{source.pk}/fork/2/")

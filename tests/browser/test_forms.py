@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.test_chat import agent  # noqa: F401 (a fixture)
-from tests.test_trace_views import make_run
+from tests.factories import make_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -24,7 +23,7 @@ def beside(page, label) -> None:
     assert box["x"] - whole["x"] < 4
 
 
-def test_the_icon_and_the_compare_and_chat_forms(page, live_url, agent):  # noqa: F811
+def test_the_icon_and_the_compare_and_chat_forms(page, live_url, agent):
     page.goto(f"{live_url}/compare/")
     icon = page.locator("link[rel=icon]").get_attribute("href")
     response = page.request.get(live_url + icon)

@@ -14,14 +14,19 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.test_tour import Tour
-from tests.test_guardrail_runs import ANSWER, CALL, SECRETS, agent, guardrail, run_to_end  # noqa: F401
+from tests.billing import ANSWER, CALL, SECRETS, billing_agent, guardrail, run_to_end
+from tests.browser_fixtures import Tour
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.fixture
+def agent(fake_llm, monkeypatch):
+    return billing_agent(fake_llm.base_url, monkeypatch)
+
+
 def test_guardrail_decisions_on_the_run_page_dashboard_and_runs_list(
-        page, live_url, user, agent, fake_llm, tmp_path):  # noqa: F811
+        page, live_url, user, agent, fake_llm, tmp_path):
     guardrail()
     fake_llm.script(CALL, ANSWER)
     with ThreadPoolExecutor(1) as pool:  # Playwright's sync API keeps a loop in this thread

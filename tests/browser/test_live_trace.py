@@ -12,14 +12,13 @@ import pytest
 from playwright.sync_api import expect
 
 from agentlab.runs.snapshot import create_run
-from tests.browser.test_chat import agent  # noqa: F401 (a fixture)
 from tests.browser_fixtures import run_once_in_step_mode
 from tests.fake_openai import Reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_live_page_becomes_the_finished_trace_without_a_reload(page, live_url, agent,  # noqa: F811
+def test_the_live_page_becomes_the_finished_trace_without_a_reload(page, live_url, agent,
                                                                     user, fake_llm):
     fake_llm.script(Reply(tool_calls=[("calculator", '{"expression": "6*7"}')]),
                     Reply(text="Six times seven is 42.", chunk_delay_s=0.05))
@@ -54,7 +53,7 @@ def test_the_live_page_becomes_the_finished_trace_without_a_reload(page, live_ur
     assert page.js_errors == []
 
 
-def test_a_slow_call_shows_the_step_the_seconds_and_the_tokens(page, live_url, agent,  # noqa: F811
+def test_a_slow_call_shows_the_step_the_seconds_and_the_tokens(page, live_url, agent,
                                                                 user, fake_llm):
     fake_llm.script(Reply(text="The answer, slowly: " + "forty-two " * 12, chunk_delay_s=0.15))
     run = create_run(agent, user, "What is 6*7, slowly?")
@@ -71,7 +70,7 @@ def test_a_slow_call_shows_the_step_the_seconds_and_the_tokens(page, live_url, a
     assert page.js_errors == []
 
 
-def test_step_mode_after_a_reload_shows_the_run_as_it_is(page, live_url, agent, fake_llm):  # noqa: F811
+def test_step_mode_after_a_reload_shows_the_run_as_it_is(page, live_url, agent, fake_llm):
     fake_llm.script(Reply(tool_calls=[("calculator", '{"expression": "6*7"}')]),
                     Reply(text="The answer is 42."))
     pending = run_once_in_step_mode(page, live_url)

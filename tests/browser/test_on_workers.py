@@ -15,11 +15,10 @@ from django.db import connection
 from playwright.sync_api import expect
 
 from agentlab.bench.servers import database_url
-from tests.browser.test_chat import agent  # noqa: F401 (a fixture)
 from tests.browser_fixtures import log_in, run_once_in_step_mode, start_daphne
 from tests.fake_openai import Reply
-from tests.test_workers import Workers
 from tests.waiting import wait_until
+from tests.worker_pool import Workers
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -53,7 +52,7 @@ def scale(fake_llm, tmp_path) -> Iterator[tuple[str, str]]:
 
 
 def test_a_run_started_on_one_web_process_is_controlled_from_another(
-        scale, playwright_browser, agent, fake_llm, user):  # noqa: F811
+        scale, playwright_browser, agent, fake_llm, user):
     web_a, web_b = scale
     page_a = playwright_browser.new_page()
     page_b = playwright_browser.new_context().new_page()

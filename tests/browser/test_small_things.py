@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 from playwright.sync_api import expect
 
-from tests.test_trace_views import make_run
+from tests.factories import make_run
 
 pytestmark = [pytest.mark.browser]
 

@@ -13,14 +13,13 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from agentlab.runs.snapshot import create_run
-from tests.browser.test_chat import agent  # noqa: F401 (a fixture)
-from tests.browser.test_tour import Tour
+from tests.browser_fixtures import Tour
 from traces.models import Step
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_trace_says_where_another_worker_took_the_run_over(page, live_url, agent,  # noqa: F811
+def test_the_trace_says_where_another_worker_took_the_run_over(page, live_url, agent,
                                                                user, tmp_path):
     run = create_run(agent, user, "What is 6*7?")
     now = timezone.now()

@@ -23,13 +23,12 @@ from playwright.sync_api import expect
 
 from agentlab.evals.models import Case, Suite
 from agentlab.models import Agent
-from tests.browser_fixtures import log_in
+from tests.browser_fixtures import Tour, log_in
 from tests.fake_openai import Reply
 from traces.models import Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-SIZES = {"desktop": (1400, 900), "phone": (390, 844)}
 
 
 def answer(body: dict) -> Reply:
@@ -44,30 +43,6 @@ def answer(body: dict) -> Reply:
         return Reply(tool_calls=[("calculator", '{"expression": "6*7"}')], usage=(120, 18))
     return Reply(text="6 times 7 is 42, as the calculator says.", usage=(160, 12),
                  chunk_delay_s=0.01)
-
-
-class Tour:
-    def __init__(self, page, base: str, out: Path) -> None:
-        self.page, self.base, self.out, self.n = page, base, out, 0
-        self.problems: list[str] = []  # said at the end, after every screenshot is taken
-
-    def shoot(self, name: str, path: str | None = None) -> None:
-        """Both sizes of the page at `path` (or the page as it is), checked and saved."""
-        page = self.page
-        if path is not None:
-            page.goto(self.base + path)
-        self.n += 1
-        for size, (width, height) in SIZES.items():
-            page.set_viewport_size({"width": width, "height": height})
-            page.wait_for_timeout(150)  # charts and layout settle
-            if not page.locator("h1:visible, #site-name:visible").count():
-                self.problems.append(f"{name} at {size}: no heading")
-            wide = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-            if wide > 1:
-                self.problems.append(f"{name} at {size}: {wide}px wider than the window")
-            page.screenshot(path=str(self.out / f"{self.n:02d}-{name}-{size}.png"),
-                            full_page=True)
-        page.set_viewport_size({"width": 1400, "height": 900})
 
 
 def wait_done(pk: int, timeout_s: float = 30) -> Run:

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.test_trace_views import big_run, demo_steps, make_run
+from tests.factories import big_run, demo_steps, make_run
 
 pytestmark = [pytest.mark.browser]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.test_trace_views import make_run
+from tests.factories import make_run
 
 pytestmark = [pytest.mark.browser]
 

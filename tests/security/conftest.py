@@ -1,14 +1,16 @@
 """What the hostile tests share: the calculator agent on the scripted model, and users without
-passwords (force_login; password hashing is slow on a busy machine)."""
+passwords (force_login; password hashing is slow on a busy machine). `stop_runs` (stop what the
+live socket tests ran) comes from tests/sockets.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests import test_consumers
 
-# The live socket tests' fixtures: a calculator agent on the scripted model; stop what ran.
-agent, stop_runs = test_consumers.agent, test_consumers.stop_runs
+@pytest.fixture
+def agent(calc_agent):
+    """The live socket tests' agent: the calculator agent on the scripted model."""
+    return calc_agent
 
 
 @pytest.fixture

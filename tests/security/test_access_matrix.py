@@ -35,7 +35,7 @@ from agentlab.runs import engine as run_engine
 from agentlab.runs import execution
 from agentlab.runs.snapshot import create_run
 from tests.factories import make_agents, scripted_profile
-from tests.test_consumers import headers
+from tests.sockets import headers
 from traces import access
 from traces.models import Run, Step
 

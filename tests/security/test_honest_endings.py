@@ -4,7 +4,7 @@ starts — judged by process identity, not by host name.
 
 Whole runs go through `manage.py run_agent` on the scripted OpenAI-compatible server (the real
 runtime, recorder, writer and database); the writes are broken where they happen
-(agentlab.runs.recorder._save_status, agentlab.runs.writer.upsert_steps).
+(agentlab.runs.recorder.save_status, agentlab.runs.writer.upsert_steps).
 Starting processes are real ones:
 daphne on the test database (a web process) and a Python process that records a run's first
 status (a worker).
@@ -74,8 +74,8 @@ def finished(_run_id, status, _detail) -> bool:
 class TestTheFinalStatusWrite:
     def test_failing_once_is_retried_and_the_run_ends_as_it_did(
             self, answered, staff, monkeypatch, quick_retries, caplog):
-        save = failing(recorder._save_status, times=1, when=finished)
-        monkeypatch.setattr(recorder, "_save_status", save)
+        save = failing(recorder.save_status, times=1, when=finished)
+        monkeypatch.setattr(recorder, "save_status", save)
         with caplog.at_level(logging.WARNING, logger="agentlab.runs.recorder"):
             run = answered()
         assert save.failures == 1
@@ -86,8 +86,8 @@ class TestTheFinalStatusWrite:
 
     def test_failing_always_marks_the_run_failed_instead_of_leaving_it_running(
             self, answered, staff, monkeypatch, quick_retries, caplog):
-        save = failing(recorder._save_status, times=None, when=finished)
-        monkeypatch.setattr(recorder, "_save_status", save)
+        save = failing(recorder.save_status, times=None, when=finished)
+        monkeypatch.setattr(recorder, "save_status", save)
         with caplog.at_level(logging.WARNING, logger="agentlab.runs.recorder"):
             run = answered()
         assert save.failures == 4  # the first try and three retries, each logged
@@ -100,10 +100,10 @@ class TestTheFinalStatusWrite:
 
     def test_when_even_the_last_resort_fails_the_writer_marks_it_after_its_next_batch(
             self, answered, staff, monkeypatch, quick_retries, caplog):
-        monkeypatch.setattr(recorder, "_save_status",
-                            failing(recorder._save_status, times=None, when=finished))
-        last = failing(recorder._mark_failed, times=1)
-        monkeypatch.setattr(recorder, "_mark_failed", last)
+        monkeypatch.setattr(recorder, "save_status",
+                            failing(recorder.save_status, times=None, when=finished))
+        last = failing(recorder.mark_failed, times=1)
+        monkeypatch.setattr(recorder, "mark_failed", last)
         with caplog.at_level(logging.ERROR, logger="agentlab.runs.recorder"):
             run = answered()
         assert f"run {run.pk}: could not mark it failed either; the writer tries again after " \

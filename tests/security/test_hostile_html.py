@@ -16,8 +16,8 @@ from playwright.sync_api import expect
 
 from agentlab.chat.models import ChatTurn, Conversation
 from agentlab.compare.models import Comparison, ComparisonEntry
+from tests.factories import make_run
 from tests.fake_openai import Reply
-from tests.test_trace_views import make_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

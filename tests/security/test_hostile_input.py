@@ -38,7 +38,7 @@ from agentlab.paradigms.reflexion import Reflexion
 from agentlab.paradigms.registry import validate_params
 from agentlab.runtime.loop import execute
 from agentlab.tools.builtin import business_db
-from tests.factories import make_agents, scripted_profile
+from tests.factories import make_agents, make_run, scripted_profile
 from tests.scripted_model import ScriptedModel, make_context
 from traces import bundle_store, startup, upsert
 from traces.bundle import BundleError, export_bundle, import_bundle
@@ -232,15 +232,9 @@ class TestSqlMemoryBombs:
 # ---------------------------------------------------------------------------- bundles: size
 
 
-def make_run(user, steps: int = 3) -> Run:
-    run = Run.objects.create(user=user, agent_name="Calc agent", paradigm="react",
-                             agent_snapshot={"paradigm": "react", "profiles": {}},
-                             input="What is 6*7?", status="succeeded", final_answer="42",
-                             started_at=datetime(2025, 1, 2, tzinfo=UTC))
-    Step.objects.bulk_create(Step.from_record(run.pk, StepRecord(
-        seq=i, kind="thought", text=f"step {i}", input={"n": i},
-        started_at=1735787045.0 + i)) for i in range(1, steps + 1))
-    return run
+def thoughts(n: int = 3) -> list[dict]:
+    """`n` thought steps, each with a small input: a run to export as a bundle."""
+    return [{"kind": "thought", "text": f"step {i}", "input": {"n": i}} for i in range(1, n + 1)]
 
 
 def request_for(user, stream, *, length: str | None, asgi: bool = False):
@@ -400,7 +394,7 @@ class TestMalformedBundles:
     @pytest.mark.parametrize(("change", "where", "message"), MALFORMED,
                              ids=[m[1].replace("…", "...") for m in MALFORMED])
     def test_each_bad_value_is_refused_naming_its_field(self, user, change, where, message):
-        data = export_bundle(make_run(user))
+        data = export_bundle(make_run(user, thoughts()))
         change(data)
         with pytest.raises(BundleError) as info:
             import_bundle(data, user=user)
@@ -414,7 +408,7 @@ class TestMalformedBundles:
     ], ids=["1e400", "a 5000-digit integer", "100k-deep nesting"])
     def test_json_text_that_parses_to_unstorable_values_is_refused(self, user, text, where,
                                                                    message):
-        bundle = json.dumps(export_bundle(make_run(user)))
+        bundle = json.dumps(export_bundle(make_run(user, thoughts())))
         replacement = {"steps[0].cost_usd": '"cost_usd": 1e400', "": '"cost_usd": ' + "9" * 5000,
                        "line 1, column": '"cost_usd": ' + "[" * 100_000 + "]" * 100_000}[where]
         with pytest.raises(BundleError) as info:
@@ -423,7 +417,7 @@ class TestMalformedBundles:
 
     def test_the_page_names_the_field_instead_of_a_500(self, client, user):
         client.force_login(user)
-        data = export_bundle(make_run(user))
+        data = export_bundle(make_run(user, thoughts()))
         data["steps"][0]["started_at"] = 1e12
         upload = SimpleUploadedFile("far.json", json.dumps(data).encode())
         response = client.post(reverse("run_import"), {"bundle": upload}, follow=True)
@@ -440,7 +434,7 @@ class TestChunkedImport:
     def test_an_import_never_holds_the_write_lock_for_long(self, user, tmp_path):
         if connection.vendor != "sqlite":
             pytest.skip("SQLite's database-wide write lock; PostgreSQL locks rows")
-        data = export_bundle(make_run(user, steps=1))
+        data = export_bundle(make_run(user, thoughts(1)))
         data["steps"] = [{**data["steps"][0], "seq": i, "text": "x" * 400,
                           "input": {"messages": [{"role": "user", "content": "y" * 400}]}}
                          for i in range(1, 20_001)]
@@ -455,7 +449,7 @@ class TestChunkedImport:
 
     def test_a_half_import_is_visible_to_no_user_and_a_failure_leaves_nothing(
             self, user, staff, monkeypatch):
-        data = export_bundle(make_run(user, steps=6))
+        data = export_bundle(make_run(user, thoughts(6)))
         monkeypatch.setattr(bundle_store, "STEP_CHUNK", 2)
         seen, real = [], upsert.execute
 

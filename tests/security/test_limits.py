@@ -26,7 +26,7 @@ from agentlab.runs import room
 from agentlab.runs.snapshot import create_run
 from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import Reply
-from tests.test_consumers import (
+from tests.sockets import (
     ANSWER,
     CALL,
     connect,

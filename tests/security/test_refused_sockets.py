@@ -28,7 +28,7 @@ from agentlab.runs import control as run_control
 from agentlab.runs import fanout
 from agentlab.runs.snapshot import create_run
 from tests.factories import make_agents, scripted_profile
-from tests.test_consumers import (
+from tests.sockets import (
     ANSWER,
     CALL,
     connect,
