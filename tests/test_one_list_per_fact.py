@@ -10,7 +10,7 @@ from agentlab.live.consumers import run_state
 from agentlab.runs import recorder
 from agentlab.runtime.limits import Totals
 from tests.instrumented import json_bytes
-from tests.test_otlp import make_plan_run
+from tests.otel_fixtures import make_plan_run
 from traces.bundle import export_bundle
 from traces.display import labels
 from traces.models import Run
@@ -44,7 +44,7 @@ async def test_every_copy_of_a_runs_totals_carries_each_of_them(user):
     an OTLP root span each carry all of them."""
     counted = {name: n for n, name in enumerate(RUN_TOTALS, start=1)}  # all different, none 0
     run = await Run.objects.acreate(user=user, input="q", status="running")
-    await sync_to_async(recorder._save_status)(
+    await sync_to_async(recorder.save_status)(
         run.pk, "succeeded", {"answer": "a", "totals": Totals(**counted).as_dict()})
     run = await Run.objects.aget(pk=run.pk)
     assert {name: getattr(run, name) for name in RUN_TOTALS} == counted
