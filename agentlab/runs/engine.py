@@ -32,7 +32,7 @@ from agentlab.runs import control as run_control
 from agentlab.runs.recorder import Recorder
 from traces.hooks import hook, load
 
-Prepare = Callable[[Any], None]  # rewires a run's built RunContext (runs.tasks.execute_run)
+Prepare = Callable[[Any], None]  # rewires a run's built RunContext (runs.execution.execute_run)
 Planner = Callable[[Any], Prepare | None]  # a run -> how it is prepared (None: as it is)
 
 

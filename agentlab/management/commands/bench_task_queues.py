@@ -1,6 +1,6 @@
 """`manage.py bench_task_queues [QUEUE …]`: the finalists for running runs on workers (issue 20),
 measured on real PostgreSQL, Redis and worker processes (agentlab/bench/queue_runs.py); the
-decision and these figures are in docs/ARCHITECTURE.md "Runs on workers: the engine"."""
+decision and these figures are in docs/ARCHITECTURE.md "Runs on workers: the task queue"."""
 
 from __future__ import annotations
 
