@@ -252,11 +252,11 @@ class Guardrail(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from agentlab.guardrails.user_regex import UnsafePattern, compile_pattern
+        from agentlab.guardrails.user_regex import UnsafePattern, check_speed
 
         if self.kind == "regex":
             try:
-                compile_pattern(self.pattern)
+                check_speed(self.pattern)  # compiles it, then tries it on probe texts
             except UnsafePattern as exc:
                 raise ValidationError({"pattern": str(exc)}) from None
         if self.kind == "max_length" and not self.limit:

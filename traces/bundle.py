@@ -8,12 +8,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from traces import bundle_store
-from traces.bundle_values import EARLIEST, LATEST, MAX_DEPTH, bad_value, parse_when, too_deep_at
+from traces.bundle_values import (
+    EARLIEST,
+    LATEST,
+    MAX_DEPTH,
+    bad_value,
+    parse_when,
+    too_deep_at,
+    too_deep_step,
+)
 from traces.bundle_values import where as _where
 from traces.models import Run
 from traces.redact import redact_urls
@@ -246,6 +255,10 @@ def _steps(items: list[dict[str, Any]]) -> list[StepRecord]:
     for i, step in enumerate(steps):
         if step.parent is not None and step.parent not in first_at:
             raise BundleError(f"no step has seq {step.parent}", f"steps[{i}].parent")
+    limit = settings.AGENTLAB_IMPORT_MAX_DEPTH
+    if (deep := too_deep_step({s.seq: s.parent for s in steps}, limit)) is not None:
+        raise BundleError(f"steps nest {deep[1]:,} levels deep; at most {limit:,} are allowed "
+                          "(AGENTLAB_IMPORT_MAX_DEPTH)", f"steps[{first_at[deep[0]]}].parent")
     return steps
 
 

@@ -99,3 +99,26 @@ def where(path: Any) -> str:
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
+
+
+MAX_TREE_DEPTH = 1_000  # steps inside steps (settings.AGENTLAB_IMPORT_MAX_DEPTH)
+
+
+def too_deep_step(parents: dict[int, int | None], limit: int) -> tuple[int, int] | None:
+    """(seq, depth) of the first step whose chain of parents is over `limit` steps long, else
+    None. Linear: each step's depth is counted once, without recursion; a parent that is not
+    a step, or a cycle, ends a chain."""
+    depth: dict[int, int] = {}
+    for seq in parents:
+        chain, seen, node = [], set(), seq
+        while node is not None and node in parents and node not in depth and node not in seen:
+            seen.add(node)
+            chain.append(node)
+            node = parents[node]
+        level = depth.get(node, -1) if node is not None else -1
+        for step in reversed(chain):
+            level += 1
+            depth[step] = level
+            if level > limit:
+                return step, level
+    return None

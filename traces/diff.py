@@ -10,7 +10,15 @@ Alignment key: `(kind, role, name, normalised arguments)`, where
 
 Keys are aligned with difflib.SequenceMatcher; replaced blocks are paired positionally as
 "changed" where the kinds match, else "deleted" + "inserted". Equal keys whose text, input or
-output differ are "changed" too. Word diffs are computed for changed rows only.
+output differ are "changed" too. Word diffs are computed for changed rows only, and only for
+the first `shown` rows (the page's).
+
+SequenceMatcher's cost grows with the product of how often each token repeats on both sides
+(`_pairs`), so that figure is counted (in linear time) before any matching: a field over
+MAX_FIELD_PAIRS is diffed by lines instead of words, and over it by lines too (or over
+MAX_DIFF_CHARS, before it is even split) it is shown as one deletion and one insertion after
+their common ends, with a note saying why (its sizes). A whole diff spends at most
+MAX_TOTAL_PAIRS; past that, every further field is shown the same way.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from typing import Any, Literal
 from traces.schema import Step, normalise_args
 
 DiffOp = Literal["equal", "changed", "inserted", "deleted"]
-Chunk = tuple[str, str]  # (tag, text); tag in "equal", "insert", "delete"
+Chunk = tuple[str, str]  # (tag, text); tag in "equal", "insert", "delete", "note"
 Opcode = tuple[str, int, int, int, int]  # as difflib.SequenceMatcher.get_opcodes()
 DIFF_FIELDS = ("text", "input", "output")
 TOTAL_KEYS = ("steps", "llm_calls", "tool_calls", "tokens", "cost_usd", "wall_ms")
@@ -41,6 +49,14 @@ VOLATILE_KEYS = frozenset({"latency_ms", "ttft_ms", "duration_ms", "attempts"})
 CALL_ID_KEYS = frozenset({"tool_call_id", "response_id", "system_fingerprint"})
 # Stretches up to this many key pairs (len a × len b) go to SequenceMatcher as they are.
 SMALL_ALIGN = 250_000
+# What one field's word or line diff may cost: pairs of equal tokens SequenceMatcher would visit
+# (at most ~0.25 s at this figure on a 2-core machine, whatever the tokens; a word diff of two
+# unrelated 5,000-character texts costs about this); over it the field is not matched by words
+# (`diff_text`). Before: two unrelated 20,000-character texts, 3 s; lines that repeat, hours.
+MAX_FIELD_PAIRS = 1_000_000
+MAX_TOTAL_PAIRS = 5_000_000  # … and all of one diff's fields together
+SHOW_CHARS = 100_000  # of a field too long to diff, each side shows this much
+MAX_DIFF_CHARS = 500_000  # a field longer than this is not even split into lines
 WINDOW = 500
 _WORDS = re.compile(r"\s+|\w+|[^\w\s]+")
 
@@ -78,24 +94,45 @@ def align_key(step: Step) -> tuple[str, str, str, str]:
     return (step.kind, step.role, step.name, "")
 
 
+class Budget:
+    """What word diffs may still spend (pairs of equal tokens, see `diff_text`)."""
+
+    def __init__(self, total: int = MAX_TOTAL_PAIRS, per_field: int = MAX_FIELD_PAIRS) -> None:
+        self.left, self.per_field = total, per_field
+
+    def allows(self, pairs: int) -> bool:
+        return pairs <= min(self.per_field, self.left)
+
+    def spend(self, pairs: int) -> None:
+        self.left -= pairs
+
+
 def diff_steps(a: Sequence[Step], b: Sequence[Step], *, totals_a: Mapping[str, Any] | None = None,
-               totals_b: Mapping[str, Any] | None = None) -> StepDiff:
+               totals_b: Mapping[str, Any] | None = None, shown: int | None = None,
+               budget: Budget | None = None) -> StepDiff:
     """Rows aligning run A's steps (left) with run B's (right), the first divergence, a summary.
 
     `totals_a`/`totals_b` (e.g. totals_from_run(run)) override the figures counted from the steps.
+    Only the first `shown` rows (None: all) get word diffs; a later changed row names its
+    differing fields with no chunks. `budget` bounds what the word diffs spend together.
     """
     keys_a, keys_b = [align_key(s) for s in a], [align_key(s) for s in b]
     rows: list[DiffRow] = []
+    budget = budget or Budget()
+
+    def pair(left: Step, right: Step) -> DiffRow:
+        return _pair(left, right, budget if shown is None or len(rows) < shown else None)
+
     for tag, i1, i2, j1, j2 in align(keys_a, keys_b):
         if tag == "equal":
-            rows.extend(_pair(a[i], b[j]) for i, j in zip(range(i1, i2), range(j1, j2),
-                                                           strict=True))
+            for i, j in zip(range(i1, i2), range(j1, j2), strict=True):
+                rows.append(pair(a[i], b[j]))
             continue
         paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
         for k in range(paired):
             left, right = a[i1 + k], b[j1 + k]
             if left.kind == right.kind:
-                rows.append(_pair(left, right))
+                rows.append(pair(left, right))
             else:
                 rows += [DiffRow("deleted", left, None), DiffRow("inserted", None, right)]
         rows.extend(DiffRow("deleted", a[i], None) for i in range(i1 + paired, i2))
@@ -203,7 +240,8 @@ def _tag(len_a: int, len_b: int) -> str:
     return "delete" if len_a else "insert"
 
 
-def _pair(left: Step, right: Step) -> DiffRow:
+def _pair(left: Step, right: Step, budget: Budget | None) -> DiffRow:
+    """The row of two aligned steps; word diffs only with a `budget` (a row that is shown)."""
     fields: dict[str, list[Chunk]] = {}
     for name in DIFF_FIELDS:
         if name == "output" and left.output == left.text and right.output == right.text:
@@ -211,7 +249,8 @@ def _pair(left: Step, right: Step) -> DiffRow:
         old = _comparable(getattr(left, name), left.kind)
         new = _comparable(getattr(right, name), right.kind)
         if old != new:
-            fields[name] = diff_text(render_value(old), render_value(new))
+            fields[name] = ([] if budget is None
+                            else diff_text(render_value(old), render_value(new), budget))
     changed = bool(fields) or (left.role, left.name, left.status) != (right.role, right.name,
                                                                        right.status)
     return DiffRow("changed" if changed else "equal", left, right, fields)
@@ -249,12 +288,25 @@ def render_value(value: Any) -> str:
     return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, default=str)
 
 
-def diff_text(old: str, new: str) -> list[Chunk]:
-    """Word-level diff (lines when either side is over WORD_DIFF_LIMIT characters)."""
-    if max(len(old), len(new)) > WORD_DIFF_LIMIT:
-        ta, tb = old.splitlines(keepends=True), new.splitlines(keepends=True)
-    else:
-        ta, tb = _WORDS.findall(old), _WORDS.findall(new)
+def diff_text(old: str, new: str, budget: Budget | None = None) -> list[Chunk]:
+    """Word-level diff (lines when either side is over WORD_DIFF_LIMIT characters, or when a
+    word diff would cost over the budget); a text whose line diff would too is one deletion
+    and one insertion after their common ends, with a note."""
+    budget = budget or Budget()
+    if max(len(old), len(new)) <= WORD_DIFF_LIMIT:
+        words = _diff_tokens(_WORDS.findall(old), _WORDS.findall(new), budget)
+        if words is not None:
+            return words
+    if max(len(old), len(new)) <= MAX_DIFF_CHARS:
+        lines = _diff_tokens(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                             budget)
+        if lines is not None:
+            return lines
+    return _too_long(old, new)
+
+
+def _diff_tokens(ta: list[str], tb: list[str], budget: Budget) -> list[Chunk] | None:
+    """The diff of two token lists, or None when matching them would cost over `budget`."""
     # Trim the common ends first: the usual change is small inside a long shared text.
     start = 0
     while start < len(ta) and start < len(tb) and ta[start] == tb[start]:
@@ -263,6 +315,10 @@ def diff_text(old: str, new: str) -> list[Chunk]:
     while end < len(ta) - start and end < len(tb) - start and ta[-1 - end] == tb[-1 - end]:
         end += 1
     mid_a, mid_b = ta[start:len(ta) - end], tb[start:len(tb) - end]
+    pairs = _pairs(mid_a, mid_b)
+    if not budget.allows(pairs):
+        return None
+    budget.spend(pairs)
     chunks: list[Chunk] = [("equal", "".join(ta[:start]))]
     matcher = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -273,6 +329,45 @@ def diff_text(old: str, new: str) -> list[Chunk]:
         chunks.append(("insert", "".join(mid_b[j1:j2])))
     chunks.append(("equal", "".join(ta[len(ta) - end:])))
     return _merge(chunks)
+
+
+def _pairs(ta: Sequence[str], tb: Sequence[str]) -> int:
+    """Pairs of equal tokens across the two sides (the sum over tokens of count in a × count
+    in b): what SequenceMatcher's longest-match search visits at least once; linear to count."""
+    if not ta or not tb:
+        return 0
+    count_b: dict[str, int] = {}
+    for token in tb:
+        count_b[token] = count_b.get(token, 0) + 1
+    return sum(count_b.get(token, 0) for token in ta) + len(ta) + len(tb)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the common prefix, by halving (slices compare in C: no loop per char)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[low:mid] == b[low:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _too_long(old: str, new: str) -> list[Chunk]:
+    """A text too costly to diff: a note with its sizes, the common ends, and the rest as one
+    deletion and one insertion (each cut at SHOW_CHARS)."""
+    start = _common_prefix(old, new)
+    rest_a, rest_b = old[start:], new[start:]
+    end = _common_prefix(rest_a[::-1], rest_b[::-1])
+    mid_a, mid_b = rest_a[:len(rest_a) - end], rest_b[:len(rest_b) - end]
+    note = (f"too long to word-diff ({len(old):,} and {len(new):,} characters, "
+            f"{old.count(chr(10)) + 1:,} and {new.count(chr(10)) + 1:,} lines): the part that "
+            "differs is shown whole on each side")
+    if max(len(mid_a), len(mid_b)) > SHOW_CHARS:
+        note += f", its first {SHOW_CHARS:,} characters"
+    return _merge([("note", note), ("equal", old[:start]), ("delete", mid_a[:SHOW_CHARS]),
+                   ("insert", mid_b[:SHOW_CHARS]), ("equal", rest_a[len(rest_a) - end:])])
 
 
 def _merge(chunks: list[Chunk]) -> list[Chunk]:

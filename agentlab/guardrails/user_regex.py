@@ -15,6 +15,7 @@ Case is ignored, as the two users of this module always did.
 from __future__ import annotations
 
 import re
+import time
 from functools import lru_cache
 
 import regex
@@ -22,6 +23,8 @@ import regex
 MAX_PATTERN_CHARS = 1_000  # a longer pattern is refused, not compiled
 MAX_REPEAT_EXPANSION = 20_000  # counted repeats, multiplied out (`regex` compiles ~2 µs each)
 MATCH_TIMEOUT_S = 1.0  # one search gives up after this (the regex package may overshoot a bit)
+PROBE_CHARS = 5_000  # a deny-list pattern is tried on texts this long when it is saved …
+PROBE_TIMEOUT_S = 0.25  # … and refused when they take longer than this, all together
 
 
 class UnsafePattern(ValueError):
@@ -102,12 +105,43 @@ def repeat_expansion(pattern: str) -> int:
     return total
 
 
-def spans(pattern: str, text: str) -> list[tuple[int, int]]:
-    """Every non-empty match of `pattern` in `text`, within MATCH_TIMEOUT_S, or UnsafePattern."""
+def spans(pattern: str, text: str, timeout: float = MATCH_TIMEOUT_S) -> list[tuple[int, int]]:
+    """Every non-empty match of `pattern` in `text`, within `timeout` s, or UnsafePattern."""
     compiled = compile_pattern(pattern)
     try:
-        return [m.span() for m in compiled.finditer(text, timeout=MATCH_TIMEOUT_S,
+        return [m.span() for m in compiled.finditer(text, timeout=timeout,
                                                      concurrent=True) if m.end() > m.start()]
     except TimeoutError:
-        raise UnsafePattern(f"the regular expression took longer than {MATCH_TIMEOUT_S:g} s "
+        raise UnsafePattern(f"the regular expression took longer than {timeout:g} s "
                             "and was stopped (it backtracks catastrophically)") from None
+
+
+def probes(pattern: str) -> list[str]:
+    """Texts that make a backtracking pattern slow: each character the pattern names (and a
+    letter, a digit, a space), repeated PROBE_CHARS times, then one that ends no match."""
+    named = [c for c in dict.fromkeys(pattern) if c.isalnum() or c in " \t\n-_.,:;@/"]
+    chars = list(dict.fromkeys(["a", "0", " ", *named]))[:24]
+    texts = [c * PROBE_CHARS + "\x00" for c in chars]
+    texts.append(("".join(chars) * (PROBE_CHARS // len(chars) + 1))[:PROBE_CHARS] + "\x00")
+    return texts
+
+
+def check_speed(pattern: str) -> None:
+    """UnsafePattern when `pattern` (compiled first) takes over PROBE_TIMEOUT_S on its probe
+    texts together: a deny-list pattern runs on every message of every run, so one that
+    backtracks catastrophically is refused when it is saved, not met at run time."""
+    compiled = compile_pattern(pattern)
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    for text in probes(pattern):
+        left = deadline - time.monotonic()
+        try:
+            if left <= 0:
+                raise TimeoutError
+            for _ in compiled.finditer(text, timeout=left, concurrent=True):
+                pass
+        except TimeoutError:
+            raise UnsafePattern(
+                f"the regular expression is too slow: on a probe text of {len(text):,} "
+                f"characters ({text[:3]!r}…) it took longer than {PROBE_TIMEOUT_S:g} s; it "
+                "backtracks catastrophically (avoid nested repeats like (a+)+ or (a|aa)+)"
+            ) from None

@@ -110,7 +110,7 @@ class RunContext(ToolCalls, ScopedContext):
             self._open[step.seq] = step
         else:
             self._open.pop(step.seq, None)
-        shown, decisions = self.guard.step(step) if self.guard is not None else (step, [])
+        shown, decisions = await self.guard.astep(step) if self.guard is not None else (step, [])
         async with slots.waiting():
             await self.sink.step(shown)
         if decisions:
@@ -229,7 +229,7 @@ class RunContext(ToolCalls, ScopedContext):
         lines = self.guard.tokens() if self.guard is not None else None
 
         async def on_token(delta: str) -> None:
-            if lines is not None and not (delta := lines.feed(delta)):
+            if lines is not None and not (delta := await lines.afeed(delta)):
                 return
             await self.sink.token(seq, delta)
 

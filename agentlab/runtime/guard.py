@@ -9,15 +9,30 @@ line at a time, redacted (`TokenLines`). The question was checked when the run w
 input judges are asked then, before the paradigm sees it. Output judges read the answer.
 
 A value acted on once is not reported again in every later prompt that quotes it: the guard
-remembers (in memory only) which values each guardrail has reported."""
+remembers (in memory only) which values each guardrail has reported, and what each string it
+scanned gave (`Memo`), so a later prompt's old messages are not scanned again.
+
+A user-written deny-list pattern never runs on the event loop: with one among the checks, the
+async methods (`astep`, `atool_result`, `adetail`, `TokenLines.afeed`, `answer`) scan in a
+thread, and each call gives each pattern one time budget (MATCH_TIMEOUT_S) for everything it
+scans, not one per string."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentlab.guardrails.checks import Check, GuardrailBlocked, Hit, scan_text, scrub
+from agentlab.guardrails.checks import (
+    Budget,
+    Check,
+    GuardrailBlocked,
+    Hit,
+    Memo,
+    scan_text,
+    scrub,
+)
 from agentlab.guardrails.decisions import decide, judged
 from agentlab.guardrails.judge import judge
 from traces.schema import Step
@@ -40,6 +55,23 @@ class RunGuard:
         self.judges = dict(judges or {})
         self.decided = dict(question or {})  # what the input checks decided at creation
         self._reported: set[tuple[str, str]] = set()  # (guardrail, value): in memory only
+        self.memo = Memo()
+        self.off_loop = any(c.kind == "regex" for c in self.output)
+
+    async def _call(self, work: Callable[..., Any], *args: Any) -> Any:
+        """`work(*args)`: in a thread when a user's pattern is among the checks."""
+        if self.off_loop:
+            return await asyncio.to_thread(work, *args)
+        return work(*args)
+
+    async def astep(self, step: Step) -> tuple[Step, list[dict[str, Any]]]:
+        return await self._call(self.step, step)
+
+    async def atool_result(self, result: ToolResult) -> tuple[ToolResult, list[dict[str, Any]]]:
+        return await self._call(self.tool_result, result)
+
+    async def adetail(self, detail: dict[str, Any]) -> dict[str, Any]:
+        return await self._call(self.detail, detail)
 
     def _new(self, hits: list[Hit]) -> list[Hit]:
         fresh = [h for h in hits if (h.check.name, h.found) not in self._reported]
@@ -52,11 +84,11 @@ class RunGuard:
             return step, []
         # scrub() copies only what it changes: a step with nothing to report is not copied
         # (the sink copies what it keeps anyway).
-        fields, hits = {}, []
+        fields, hits, budget = {}, [], Budget()
         for name in (*SUBJECT_FIELDS, *OTHER_FIELDS):
             fields[name], found = scrub(getattr(step, name), self.output,
                                         subject=name in SUBJECT_FIELDS and step.kind != "guardrail",
-                                        path=name)
+                                        path=name, budget=budget, memo=self.memo)
             hits += found
         if not hits:
             return step, []
@@ -70,11 +102,13 @@ class RunGuard:
         """The tool's result as the model and the trace get it, and the decisions."""
         if not self.output:
             return result, []
+        budget = Budget()
         observation, hits = scan_text(result.observation, self.output, subject=True,
-                                      path="output.observation")
-        output, more = scrub(result.output, self.output, subject=True, path="output.output")
+                                      path="output.observation", budget=budget, memo=self.memo)
+        output, more = scrub(result.output, self.output, subject=True, path="output.output",
+                             budget=budget, memo=self.memo)
         error, most = scan_text(result.error or "", self.output, subject=True,
-                                path="output.error")
+                                path="output.error", budget=budget, memo=self.memo)
         hits += more + most
         if not hits:
             return result, []
@@ -86,14 +120,15 @@ class RunGuard:
         """A status's answer and error, redacted (their decisions were the final step's)."""
         if not self.output:
             return detail
-        clean = dict(detail)
+        clean, budget = dict(detail), Budget()
         for key in ("answer", "error"):
             if isinstance(clean.get(key), str):
-                clean[key], _hits = scan_text(clean[key], self.output, subject=True)
+                clean[key], _hits = scan_text(clean[key], self.output, subject=True,
+                                              budget=budget, memo=self.memo)
         return clean
 
     def tokens(self) -> TokenLines | None:
-        return TokenLines(self.output) if self.output else None
+        return TokenLines(self.output, off_loop=self.off_loop) if self.output else None
 
     async def question(self, question: str) -> list[dict[str, Any]]:
         """The input decisions: those made at creation, then each input judge's."""
@@ -105,7 +140,8 @@ class RunGuard:
     async def answer(self, answer: str) -> list[dict[str, Any]]:
         """Each output judge's decision on the answer, as redacted (what the guardrails take
         out of a run never leaves it, not even to a judge)."""
-        shown = scan_text(answer, self.output, subject=True)[0]
+        shown = (await self._call(lambda: scan_text(answer, self.output, subject=True,
+                                                    memo=self.memo)))[0]
         return [await self._judge(c, shown) for c in self.output_judges]
 
     async def _judge(self, check: Check, text: str) -> dict[str, Any]:
@@ -132,8 +168,14 @@ class TokenLines:
     e-mail address) never straddles two deltas a browser sees. The rest of the last line
     comes with the finished step."""
 
-    def __init__(self, checks: Sequence[Check]) -> None:
-        self.checks, self.pending = checks, ""
+    def __init__(self, checks: Sequence[Check], *, off_loop: bool = False) -> None:
+        self.checks, self.pending, self.off_loop = checks, "", off_loop
+
+    async def afeed(self, delta: str) -> str:
+        """`feed`, in a thread when a user's pattern is among the checks."""
+        if self.off_loop:
+            return await asyncio.to_thread(self.feed, delta)
+        return self.feed(delta)
 
     def feed(self, delta: str) -> str:
         self.pending += delta

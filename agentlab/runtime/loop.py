@@ -103,7 +103,7 @@ async def execute(paradigm: ParadigmRun, ctx: RunContext, task: str) -> RunOutco
     totals = ctx.totals.as_dict()
     detail = {"answer": answer, "error": error, "totals": totals}
     if ctx.guard is not None:  # the answer and error as recorded: redacted
-        detail = ctx.guard.detail(detail)
+        detail = await ctx.guard.adetail(detail)
     await ctx.sink.status(status, detail)
     if outer_cancelled:
         raise asyncio.CancelledError  # someone cancelled the whole task: record, then obey

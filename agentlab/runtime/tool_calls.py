@@ -117,7 +117,7 @@ class ToolCalls:
         self.totals.tool_ms += (time.perf_counter() - started) * 1000
         decisions: list[dict[str, Any]] = []
         if self.guard is not None:  # redacted before the model reads it, too
-            result, decisions = self.guard.tool_result(result)
+            result, decisions = await self.guard.atool_result(result)
         if result.ok:
             self.findings.append(result.observation)
         if result.ok or result.error_type in SAME_AGAIN:

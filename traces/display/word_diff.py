@@ -2,7 +2,8 @@
 
 Long unchanged stretches are folded to a few lines of context around each change (a
 `<details>` that opens to the whole stretch), so the change itself is on screen and never
-cut off below a long shared prefix such as an llm request's system prompt.
+cut off below a long shared prefix such as an llm request's system prompt. A "note" chunk
+(a field too long to diff, traces.diff) is shown on both sides, first.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ def chunks_html(chunks: list[tuple[str, str]], side: str) -> SafeString:
     every chunk is escaped."""
     drop, mark, tag = ("insert", "delete", "del") if side == "left" else ("delete", "insert",
                                                                             "ins")
-    kept = [(kind, text) for kind, text in chunks if kind != drop]
-    parts = []
+    notes = [text for kind, text in chunks if kind == "note"]
+    kept = [(kind, text) for kind, text in chunks if kind not in (drop, "note")]
+    parts = [f'<span class="diff-note muted">{escape(text)}</span>\n' for text in notes]
     for i, (kind, text) in enumerate(kept):
         if kind == mark:
             parts.append(f"<{tag}>{escape(text)}</{tag}>")

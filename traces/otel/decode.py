@@ -21,6 +21,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 MAX_SPANS = 100_000  # as many as a bundle may have steps
+MAX_NESTING = 32  # array and kvlist values inside each other
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _ID_KEYS = {"traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"}
 
@@ -45,11 +46,168 @@ class Span:
     scope: str = ""
 
 
-def traces(data: bytes | str) -> dict[str, list[Span]]:
-    """trace id (hex) -> its spans, in the order they came; OTLPError if it is not OTLP."""
+@dataclass(frozen=True)
+class Limits:
+    """How many of each repeated thing an upload may hold (settings AGENTLAB_OTLP_MAX_*).
+
+    They are counted before anything is built from them: in protobuf on the wire itself
+    (`count_wire`, before the parser allocates a message per item), in JSON on the parsed
+    document (`count_json`, before it becomes messages and spans)."""
+
+    attributes: int = 10_000  # of one span, event, link, resource or scope
+    events: int = 10_000  # of one span
+    links: int = 1_000  # of one span
+    values: int = 10_000  # items of one array or kvlist value
+    total: int = 5_000_000  # attributes + events + links + values of the whole upload
+
+
+# What each repeated field is, by message: field number (protobuf) and names (JSON) -> (what it
+# counts as, the message it holds).
+_REQUEST, _RESOURCE_SPANS, _RESOURCE, _SCOPE_SPANS, _SCOPE, _SPAN, _EVENT, _LINK, _KV, _ANY, \
+    _ARRAY, _KVLIST = range(12)
+_SCHEMA: dict[int, dict[int, tuple[str, str, int]]] = {
+    # message: {field number: (json name, counted as ("": not counted), child message)}
+    _REQUEST: {1: ("resourceSpans", "", _RESOURCE_SPANS)},
+    _RESOURCE_SPANS: {1: ("resource", "", _RESOURCE), 2: ("scopeSpans", "", _SCOPE_SPANS)},
+    _RESOURCE: {1: ("attributes", "attributes", _KV)},
+    _SCOPE_SPANS: {1: ("scope", "", _SCOPE), 2: ("spans", "", _SPAN)},
+    _SCOPE: {3: ("attributes", "attributes", _KV)},
+    _SPAN: {9: ("attributes", "attributes", _KV), 11: ("events", "events", _EVENT),
+            13: ("links", "links", _LINK)},
+    _EVENT: {3: ("attributes", "attributes", _KV)},
+    _LINK: {4: ("attributes", "attributes", _KV)},
+    _KV: {2: ("value", "", _ANY)},
+    _ANY: {5: ("arrayValue", "", _ARRAY), 6: ("kvlistValue", "", _KVLIST)},
+    _ARRAY: {1: ("values", "values", _ANY)},
+    _KVLIST: {1: ("values", "values", _KV)},
+}
+_WHAT = {"attributes": "attributes", "events": "events", "links": "links",
+         "values": "items in one array or kvlist value"}
+_SETTING = {"attributes": "AGENTLAB_OTLP_MAX_ATTRIBUTES", "events": "AGENTLAB_OTLP_MAX_EVENTS",
+            "links": "AGENTLAB_OTLP_MAX_LINKS", "values": "AGENTLAB_OTLP_MAX_VALUES"}
+
+
+_WHERE = {_RESOURCE: "a resource", _SCOPE: "a scope", _SPAN: "a span", _EVENT: "a span's event",
+          _LINK: "a span's link", _ARRAY: "an attribute's value", _KVLIST: "an attribute's value"}
+
+
+class _Counter:
+    def __init__(self, limits: Limits) -> None:
+        self.limits, self.total = limits, 0
+
+    def check(self, kind: int, what: str, count: int, added: int = 1) -> None:
+        """`count` items of `what` in one message of `kind` so far, `added` of them new."""
+        limit = getattr(self.limits, what)
+        if count > limit:
+            raise OTLPError(f"{_WHERE[kind]} holds more than {limit:,} {_WHAT[what]} (the "
+                            f"limit, {_SETTING[what]}); nothing was imported")
+        self.total += added
+        if self.total > self.limits.total:
+            raise OTLPError(f"the upload holds more than {self.limits.total:,} attributes, "
+                            "events, links and values (the limit, AGENTLAB_OTLP_MAX_ITEMS); "
+                            "split it")
+
+
+def count_wire(data: bytes, counter: _Counter) -> None:
+    """Count every repeated field of an ExportTraceServiceRequest on the wire, without
+    building a message: OTLPError at the first count over its limit. Only the messages that
+    hold counted fields are entered; everything else is skipped by its length."""
+    # (message kind, position, end, depth, counts of this message)
+    stack: list[tuple[int, int, int, int, dict[str, int]]] = [(_REQUEST, 0, len(data), 0, {})]
+    while stack:
+        kind, pos, end, depth, counts = stack.pop()
+        fields = _SCHEMA[kind]
+        while pos < end:
+            key, pos = _varint(data, pos, end)
+            number, wire = key >> 3, key & 7
+            if wire == 0:
+                _, pos = _varint(data, pos, end)
+                continue
+            if wire == 1:
+                pos += 8
+            elif wire == 5:
+                pos += 4
+            elif wire == 2:
+                size, pos = _varint(data, pos, end)
+                child = fields.get(number)
+                if child is not None:
+                    _, what, child_kind = child
+                    if what:
+                        counts[what] = counts.get(what, 0) + 1
+                        counter.check(kind, what, counts[what])
+                    if child_kind in (_ANY, _ARRAY, _KVLIST, _KV) and depth > MAX_NESTING:
+                        raise OTLPError(f"attribute values nested more than {MAX_NESTING} "
+                                        "levels deep")
+                    if child_kind == _KV and _plain_value(data, pos, pos + size):
+                        pos += size
+                        continue
+                    if size:
+                        stack.append((kind, pos + size, end, depth, counts))
+                        kind, end, depth, counts = child_kind, pos + size, depth + 1, {}
+                        fields = _SCHEMA[kind]
+                        if end > len(data):
+                            raise OTLPError("neither JSON nor OTLP protobuf (a field runs "
+                                            "past the end)")
+                        continue
+                pos += size
+            else:
+                raise OTLPError(f"neither JSON nor OTLP protobuf (wire type {wire})")
+        if pos > end:
+            raise OTLPError("neither JSON nor OTLP protobuf (a field runs past the end)")
+
+
+def _plain_value(data: bytes, pos: int, end: int) -> bool:
+    """Is the KeyValue at data[pos:end] a short key and a value that is no array or kvlist
+    (the usual attribute: settled by a few bytes instead of entering the message)?"""
+    if end - pos < 4 or data[pos] != 0x0A or data[pos + 1] >= 0x80:
+        return False
+    at = pos + 2 + data[pos + 1]
+    return (at + 2 < end and data[at] == 0x12 and data[at + 1] < 0x80
+            and data[at + 2] not in (0x2A, 0x32) and at + 2 + data[at + 1] == end)
+
+
+def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise OTLPError("neither JSON nor OTLP protobuf (a number runs past its end)")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def count_json(doc: Any, counter: _Counter) -> None:
+    """The same counts on an OTLP/JSON document (lowerCamelCase or snake_case names)."""
+    stack: list[tuple[int, Any, int]] = [(_REQUEST, doc, 0)]
+    while stack:
+        kind, message, depth = stack.pop()
+        if not isinstance(message, dict):
+            continue
+        for name, what, child_kind in _SCHEMA[kind].values():
+            value = message.get(name, message.get(_snake(name)))
+            if value is None:
+                continue
+            if child_kind in (_ANY, _ARRAY, _KVLIST, _KV) and depth > MAX_NESTING:
+                raise OTLPError(f"attribute values nested more than {MAX_NESTING} levels deep")
+            items = value if isinstance(value, list) else [value]
+            if what:
+                counter.check(kind, what, len(items), added=len(items))
+            stack.extend((child_kind, item, depth + 1) for item in items)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m[1].lower(), name)
+
+
+def traces(data: bytes | str, limits: Limits | None = None) -> dict[str, list[Span]]:
+    """trace id (hex) -> its spans, in the order they came; OTLPError if it is not OTLP, or
+    if it holds more of something than `limits` allow."""
     out: dict[str, list[Span]] = {}
     count = 0
-    for message in _messages(data):
+    for message in _messages(data, limits or Limits()):
         for span in _spans(message):
             count += 1
             if count > MAX_SPANS:
@@ -60,13 +218,15 @@ def traces(data: bytes | str) -> dict[str, list[Span]]:
     return out
 
 
-def _messages(data: bytes | str) -> Iterator[ExportTraceServiceRequest]:
+def _messages(data: bytes | str, limits: Limits) -> Iterator[ExportTraceServiceRequest]:
+    counter = _Counter(limits)
     text = data if isinstance(data, str) else None
     if text is None:
         head = data.lstrip()[:1]
         if head in (b"{", b"["):
             text = data.decode("utf-8", errors="replace")
         else:
+            count_wire(data, counter)
             try:
                 yield ExportTraceServiceRequest.FromString(data)
             except DecodeError as exc:
@@ -78,6 +238,7 @@ def _messages(data: bytes | str) -> Iterator[ExportTraceServiceRequest]:
             doc = {"resource_spans": [{"scope_spans": [{"spans": doc["data"]}]}]}
         if not isinstance(doc, dict) or not ({"resourceSpans", "resource_spans"} & set(doc)):
             raise OTLPError("a JSON document without resourceSpans is not an OTLP trace")
+        count_json(doc, counter)
         try:
             yield json_format.ParseDict(_ids_to_base64(doc), ExportTraceServiceRequest(),
                                         ignore_unknown_fields=True)

@@ -10,10 +10,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
+
 from traces import bundle_store
-from traces.bundle_values import bad_value
+from traces.bundle_values import bad_value, too_deep_step
 from traces.models import Run
-from traces.otel.decode import OTLPError, traces
+from traces.otel.decode import Limits, OTLPError, traces
 from traces.otel.steps import run_from_trace
 
 MAX_TRACES = 1_000
@@ -22,12 +24,16 @@ MAX_TRACES = 1_000
 def import_otlp(data: bytes | str, *, user: Any) -> list[Run]:
     """The runs made of `data`'s traces, in the order the traces came; OTLPError if it is
     not OTLP trace data or holds something that cannot be stored."""
-    groups = traces(data)
+    groups = traces(data, limits())
     if len(groups) > MAX_TRACES:
         raise OTLPError(f"{len(groups):,} traces, over the {MAX_TRACES:,} one upload may hold")
     drafts = []
     for trace, spans in groups.items():
         fields, steps = run_from_trace(spans)
+        depth = settings.AGENTLAB_IMPORT_MAX_DEPTH
+        if (deep := too_deep_step({s.seq: s.parent for s in steps}, depth)) is not None:
+            raise OTLPError(f"trace {trace}: spans nest {deep[1]:,} levels deep; at most "
+                            f"{depth:,} are allowed (AGENTLAB_IMPORT_MAX_DEPTH)")
         for step in steps:
             if (bad := bad_value([step.input, step.output, step.meta])) is not None:
                 raise OTLPError(f"trace {trace}, span {step.meta.get('otel.span_id')}: "
@@ -44,6 +50,15 @@ def import_otlp(data: bytes | str, *, user: Any) -> list[Run]:
             bundle_store.discard(run.pk)
         raise
     return runs
+
+
+def limits() -> Limits:
+    """What one upload may hold, from settings (AGENTLAB_OTLP_MAX_*)."""
+    return Limits(attributes=settings.AGENTLAB_OTLP_MAX_ATTRIBUTES,
+                  events=settings.AGENTLAB_OTLP_MAX_EVENTS,
+                  links=settings.AGENTLAB_OTLP_MAX_LINKS,
+                  values=settings.AGENTLAB_OTLP_MAX_VALUES,
+                  total=settings.AGENTLAB_OTLP_MAX_ITEMS)
 
 
 def _when(ns: int) -> datetime | None:

@@ -112,13 +112,15 @@ class Tree:
         return max(start, self.end_ns or start)
 
     def window(self, seq: int) -> tuple[int, int]:
-        if seq not in self._windows:
-            step = self.by_seq[seq]
-            start, end = _nanos(step.started_at), self.own_end(step)
-            for child in self.children.get(seq, ()):
-                c_start, c_end = self.window(child)
-                start, end = min(start, c_start), max(end, c_end)
-            self._windows[seq] = (start, end)
+        if not self._windows and self.steps:
+            # Children come after their parent (parent_of), so one pass from the last step
+            # back has every child's window ready: no recursion, however deep the tree.
+            for step in reversed(self.steps):
+                start, end = _nanos(step.started_at), self.own_end(step)
+                for child in self.children.get(step.seq, ()):
+                    c_start, c_end = self._windows[child]
+                    start, end = min(start, c_start), max(end, c_end)
+                self._windows[step.seq] = (start, end)
         return self._windows[seq]
 
     def descends(self, seq: int, ancestor: int) -> bool:

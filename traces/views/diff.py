@@ -29,7 +29,7 @@ def run_diff(request: HttpRequest) -> HttpResponse:
     steps_a = [s.to_record() for s in run_a.steps.all()]
     steps_b = [s.to_record() for s in run_b.steps.all()]
     result = diff_steps(steps_a, steps_b, totals_a=totals_from_run(run_a),
-                        totals_b=totals_from_run(run_b))
+                        totals_b=totals_from_run(run_b), shown=MAX_ROWS)
     rows = [{"index": i, "row": row} for i, row in enumerate(result.rows[:MAX_ROWS])]
     summary = result.summary
     figures = [

@@ -51,13 +51,24 @@ def load_rows(run: Run, *, after: int = 0, limit: int = PAGE_SIZE) -> list[dict[
     return rows
 
 
+ANCESTRY_LEVELS = 3  # ancestors looked up a level at a time; deeper, all parents in one query
+
+
 def ancestry(run: Run, rows: list[dict[str, Any]]) -> dict[int, int | None]:
-    """The parent of each row and of every ancestor outside the page (looked up a level at a
-    time), for the renderer's tree depths."""
+    """The parent of each row and of every ancestor outside the page, for the renderer's tree
+    depths: a level at a time for ANCESTRY_LEVELS levels, then every earlier step's parent in
+    one query (a deep tree costs one more query, not one per level)."""
     parent_of = {r["seq"]: r["parent"] for r in rows}
-    while missing := {p for p in parent_of.values() if p is not None and p not in parent_of}:
-        found = dict(run.steps.filter(seq__in=missing).values_list("seq", "parent"))
+    for level in range(ANCESTRY_LEVELS + 1):
+        missing = {p for p in parent_of.values() if p is not None and p not in parent_of}
+        if not missing:
+            break
+        steps = run.steps.filter(seq__in=missing)
+        if level == ANCESTRY_LEVELS:
+            steps = run.steps.all()
+        found = dict(steps.values_list("seq", "parent"))
         parent_of.update({seq: found.get(seq) for seq in missing})
+        parent_of.update({seq: parent for seq, parent in found.items() if seq not in parent_of})
     return parent_of
 
 
