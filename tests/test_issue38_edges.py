@@ -1,0 +1,99 @@
+"""Issue 38, what a newcomer still trips on: each rough edge as the user meets it (pages through
+the Django test client, sockets through the real ASGI application)."""
+
+from __future__ import annotations
+
+import pytest
+from channels.testing import WebsocketCommunicator
+
+from agentlab.models import Agent, McpServer, ModelProfile
+
+# -- the admin ---------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_profile_for_the_embedded_model_may_leave_the_model_blank(client, staff):
+    # README, "Point it at another model": embedded = base URL, model and key all blank.
+    client.force_login(staff)
+    form = {"name": "Mine, embedded", "base_url": "", "model": "", "api_key_env": "",
+            "timeout_s": "60", "retries": "2", "price_in_per_m": "0", "price_out_per_m": "0"}
+    response = client.post("/admin/agentlab/modelprofile/add/", form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert ModelProfile.objects.get(name="Mine, embedded").is_embedded
+    # An endpoint of one's own still needs the model name it expects, and is told so.
+    refused = client.post("/admin/agentlab/modelprofile/add/",
+                          {**form, "name": "Ollama", "base_url": "http://127.0.0.1:11434/v1"})
+    assert refused.status_code == 200
+    assert "An endpoint needs the model name it expects" in refused.content.decode()
+    assert not ModelProfile.objects.filter(name="Ollama").exists()
+
+
+@pytest.mark.django_db
+def test_a_script_declared_agent_cannot_be_deleted_in_the_admin(client, staff):
+    # examples/travel.py is a script the web server never imports: its declaration is not in
+    # this process's registry, but its code still declares the agent at that line.
+    profile = ModelProfile.objects.create(name="p", model="m")
+    lines = open("examples/travel.py", encoding="utf-8").read().splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if text.startswith("@agent("))
+    coded = Agent.objects.create(name="travel (script)", paradigm="react", model_profile=profile,
+                                 code_ref=f"examples/travel.py:{line}")
+    gone = Agent.objects.create(name="gone from code", paradigm="react", model_profile=profile,
+                                code_ref="examples/travel.py:1")
+    client.force_login(staff)
+    assert client.post(f"/admin/agentlab/agent/{coded.pk}/delete/",
+                       {"post": "yes"}).status_code == 403
+    client.post("/admin/agentlab/agent/", {"action": "delete_selected", "post": "yes",
+                                           "_selected_action": [coded.pk]})
+    assert Agent.objects.filter(pk=coded.pk).exists()
+    assert "Delete" not in client.get(f"/admin/agentlab/agent/{coded.pk}/change/").content.decode(
+    ).split('id="content-main"')[1].split("</form>")[1][:400]
+    # Once no code declares it at that place, it may go.
+    assert client.post(f"/admin/agentlab/agent/{gone.pk}/delete/",
+                       {"post": "yes"}).status_code == 302
+    assert not Agent.objects.filter(pk=gone.pk).exists()
+
+
+@pytest.mark.django_db
+def test_the_admin_shows_a_paradigms_label_not_its_key(client, staff):
+    profile = ModelProfile.objects.create(name="p", model="m")
+    lines = open("examples/travel.py", encoding="utf-8").read().splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if text.startswith("@agent("))
+    coded = Agent.objects.create(name="coded", paradigm="plan_execute", model_profile=profile,
+                                 code_ref=f"examples/travel.py:{line}")
+    client.force_login(staff)
+    page = client.get(f"/admin/agentlab/agent/{coded.pk}/change/").content.decode()
+    assert "Plan-and-Execute" in page and ">plan_execute<" not in page
+    listing = client.get("/admin/agentlab/agent/").content.decode()
+    assert "Plan-and-Execute" in listing and ">plan_execute<" not in listing
+
+
+@pytest.mark.django_db
+def test_the_mcp_servers_help_text_says_name_and_tool(client, staff):
+    client.force_login(staff)
+    page = client.get("/admin/agentlab/mcpserver/add/").content.decode()
+    assert "mcp__&lt;name&gt;__&lt;tool&gt;" in page
+    assert McpServer._meta.get_field("name").help_text == "Tools are named mcp__<name>__<tool>."
+
+
+# -- pages and sockets that do not exist -------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_missing_page_is_the_sites_own(client, user):
+    client.force_login(user)
+    response = client.get("/no/such/page/")
+    assert response.status_code == 404
+    page = response.content.decode()
+    assert "There is nothing at this address" in page and "/no/such/page/" in page
+    assert 'class="topbar"' in page and 'href="/runs/"' in page
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_unknown_socket_path_is_closed_cleanly_not_a_server_error():
+    from agentlab.asgi import application
+
+    for where in ("/ws/nothing/", "/ws/runs/abc/", "/elsewhere"):
+        comm = WebsocketCommunicator(application, where, headers=[(b"origin", b"http://127.0.0.1")])
+        connected, code = await comm.connect()
+        assert (connected, code) == (False, 4404), where
+        await comm.disconnect()
