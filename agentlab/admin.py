@@ -34,7 +34,9 @@ class ModelProfileForm(forms.ModelForm):
 
     class Meta:
         model = ModelProfile
-        fields = "__all__"
+        fields = ["name", "base_url", "model", "api_key_env", "temperature", "max_tokens",
+                  "context_tokens", "timeout_s", "retries", "price_in_per_m",
+                  "price_out_per_m", "fallback"]
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)

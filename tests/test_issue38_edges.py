@@ -3,12 +3,20 @@ the Django test client, sockets through the real ASGI application)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from channels.testing import WebsocketCommunicator
 
 from agentlab.models import Agent, McpServer, ModelProfile
 
 # -- the admin ---------------------------------------------------------------------------------
+
+
+def travel_line() -> int:
+    """The line of examples/travel.py's first @agent (its declaration's code_ref line)."""
+    lines = Path("examples/travel.py").read_text(encoding="utf-8").splitlines()
+    return next(i for i, text in enumerate(lines, 1) if text.startswith("@agent("))
 
 
 @pytest.mark.django_db
@@ -33,8 +41,7 @@ def test_a_script_declared_agent_cannot_be_deleted_in_the_admin(client, staff):
     # examples/travel.py is a script the web server never imports: its declaration is not in
     # this process's registry, but its code still declares the agent at that line.
     profile = ModelProfile.objects.create(name="p", model="m")
-    lines = open("examples/travel.py", encoding="utf-8").read().splitlines()
-    line = next(i for i, text in enumerate(lines, 1) if text.startswith("@agent("))
+    line = travel_line()
     coded = Agent.objects.create(name="travel (script)", paradigm="react", model_profile=profile,
                                  code_ref=f"examples/travel.py:{line}")
     gone = Agent.objects.create(name="gone from code", paradigm="react", model_profile=profile,
@@ -56,8 +63,7 @@ def test_a_script_declared_agent_cannot_be_deleted_in_the_admin(client, staff):
 @pytest.mark.django_db
 def test_the_admin_shows_a_paradigms_label_not_its_key(client, staff):
     profile = ModelProfile.objects.create(name="p", model="m")
-    lines = open("examples/travel.py", encoding="utf-8").read().splitlines()
-    line = next(i for i, text in enumerate(lines, 1) if text.startswith("@agent("))
+    line = travel_line()
     coded = Agent.objects.create(name="coded", paradigm="plan_execute", model_profile=profile,
                                  code_ref=f"examples/travel.py:{line}")
     client.force_login(staff)
