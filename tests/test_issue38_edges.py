@@ -103,3 +103,24 @@ async def test_an_unknown_socket_path_is_closed_cleanly_not_a_server_error():
         connected, code = await comm.connect()
         assert (connected, code) == (False, 4404), where
         await comm.disconnect()
+
+
+# -- the default data --------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_default_agent_has_the_tools_that_need_approval_and_a_demo_for_them(client, user):
+    from agentlab.defaults import load_defaults
+    from agentlab.runs.snapshot import snapshot
+
+    load_defaults()
+    agent = Agent.objects.get(name="ReAct with approvals")
+    waits = {t.name for t in agent.tools.all() if t.needs_approval}
+    assert waits == {"update_delivery_date", "send_email"}
+    assert "SO-1001" in agent.demo_question and agent.model_profile.is_embedded
+    frozen = snapshot(agent)
+    assert {n for n, policy in frozen["tools"].items() if policy["needs_approval"]} == waits
+    client.force_login(user)
+    page = client.get("/").content.decode()
+    assert "Run the demo question of ReAct with approvals" in page
+    assert "wait for your approval" in page
