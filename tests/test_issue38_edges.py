@@ -124,3 +124,28 @@ def test_a_default_agent_has_the_tools_that_need_approval_and_a_demo_for_them(cl
     page = client.get("/").content.decode()
     assert "Run the demo question of ReAct with approvals" in page
     assert "wait for your approval" in page
+
+
+# -- imports -----------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_an_empty_or_text_import_is_refused_with_what_it_is(client, user):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from traces.models import Run
+
+    client.force_login(user)
+
+    def refused(name: str, data: bytes) -> str:
+        upload = SimpleUploadedFile(name, data)
+        return client.post("/runs/import/", {"bundle": upload}, follow=True).content.decode()
+
+    empty = refused("empty.json", b"")
+    assert "empty.json was refused: the file is empty" in empty and "no spans" not in empty
+    text = refused("notes.txt", b"Meeting notes\nAsk about the agent's timeouts.\n")
+    assert "notes.txt was refused: this is not an OTLP or bundle file" in text
+    assert "it begins “Meeting notes Ask about the agent" in text
+    assert "protobuf" not in text.split("was refused")[1].split("</li>")[0].replace(
+        "OTLP trace data (JSON or protobuf)", "")
+    assert not Run.objects.exists()
