@@ -149,3 +149,27 @@ def test_an_empty_or_text_import_is_refused_with_what_it_is(client, user):
     assert "protobuf" not in text.split("was refused")[1].split("</li>")[0].replace(
         "OTLP trace data (JSON or protobuf)", "")
     assert not Run.objects.exists()
+
+
+# -- the runs list -----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_runs_list_shows_when_an_imported_run_ran_and_sorts_by_it(client, user):
+    from datetime import UTC, datetime
+
+    from traces.models import Run
+
+    ran = datetime(2025, 1, 2, 3, 4, tzinfo=UTC)
+    new = Run.objects.create(user=user, input="made today", status="succeeded")
+    # Imported after it: recorded here later, but it ran long before.
+    old = Run.objects.create(user=user, input="imported last year", status="succeeded",
+                             started_at=ran, finished_at=ran)
+    client.force_login(user)
+    page = client.get("/runs/").content.decode()
+    assert ">2025-01-02 03:04</td>" in page
+    assert page.index(f'data-run="{new.pk}"') < page.index(f'data-run="{old.pk}"')
+    earliest = client.get("/runs/?sort=started").content.decode()
+    assert earliest.index(f'data-run="{old.pk}"') < earliest.index(f'data-run="{new.pk}"')
+    dated = client.get("/runs/?from=2025-01-01&to=2025-01-03").content.decode()
+    assert f'data-run="{old.pk}"' in dated and f'data-run="{new.pk}"' not in dated

@@ -9,6 +9,7 @@ from datetime import date, datetime, time
 
 from django import forms
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models.functions import Coalesce
 from django.forms.utils import from_current_timezone
 from django.utils import timezone
 
@@ -19,13 +20,15 @@ from traces.schema import FINISHED_STATUSES, RUN_STATUSES
 MODEL_LOOKUP = "agent_snapshot__profiles__default__model"
 PROFILE_LOOKUP = "agent_snapshot__profiles__default__name"
 SORTS = {
-    "started": (F("created"),),
+    # When it ran: an imported run's own start, not the time it was imported (its `created`).
+    "started": (Coalesce(F("started_at"), F("created")),),
     "duration": (F("wall_ms"),),
     "steps": (F("step_count"),),
     "tokens": (F("tokens_in") + F("tokens_out"),),
     "cost": (F("cost_usd"),),
 }
 DEFAULT_SORT = "-started"
+RAN = SORTS["started"][0]
 GUARDRAIL_ACTIONS = ("block", "redact", "flag")
 ACTED = "any"  # a guardrail choice: any decision that acted (not a judge's "pass")
 FINISHED = "finished"  # a status choice: any of FINISHED_STATUSES (what the dashboard counts)
@@ -145,11 +148,11 @@ def apply(runs: QuerySet[Run], form: RunFilterForm) -> QuerySet[Run]:
     if start := data.get("from"):
         if not isinstance(start, datetime):
             start = datetime.combine(start, time.min, tz)
-        runs = runs.filter(created__gte=start)
+        runs = runs.alias(ran=RAN).filter(ran__gte=start)
     if end := data.get("to"):
         if not isinstance(end, datetime):
             end = datetime.combine(end, time.max, tz)  # a date: to the end of that day
-        runs = runs.filter(created__lte=end)
+        runs = runs.alias(ran=RAN).filter(ran__lte=end)
     return order(runs, form.sort_key())
 
 
