@@ -140,9 +140,7 @@ def test_search_and_filters(client, user, three_runs, query, expected):
 
 def test_date_filters_and_a_user_filter_only_for_staff(client, user, staff, three_runs):
     paris, math, theirs = three_runs
-    # The dates are when a run ran (its start; an imported run's own, not its import).
-    Run.objects.filter(pk=paris.pk).update(created=T0 - timedelta(days=10),
-                                           started_at=T0 - timedelta(days=10))
+    Run.objects.filter(pk=paris.pk).update(created=T0 - timedelta(days=10))
     client.force_login(user)
     day = (T0 - timedelta(days=10)).date().isoformat()
     assert row_ids(client.get(reverse("runs"), {"to": day})) == [paris.pk]  # the whole day

@@ -28,7 +28,6 @@ SORTS = {
     "cost": (F("cost_usd"),),
 }
 DEFAULT_SORT = "-started"
-RAN = SORTS["started"][0]
 GUARDRAIL_ACTIONS = ("block", "redact", "flag")
 ACTED = "any"  # a guardrail choice: any decision that acted (not a judge's "pass")
 FINISHED = "finished"  # a status choice: any of FINISHED_STATUSES (what the dashboard counts)
@@ -148,11 +147,11 @@ def apply(runs: QuerySet[Run], form: RunFilterForm) -> QuerySet[Run]:
     if start := data.get("from"):
         if not isinstance(start, datetime):
             start = datetime.combine(start, time.min, tz)
-        runs = runs.alias(ran=RAN).filter(ran__gte=start)
+        runs = runs.filter(created__gte=start)
     if end := data.get("to"):
         if not isinstance(end, datetime):
             end = datetime.combine(end, time.max, tz)  # a date: to the end of that day
-        runs = runs.alias(ran=RAN).filter(ran__lte=end)
+        runs = runs.filter(created__lte=end)
     return order(runs, form.sort_key())
 
 
