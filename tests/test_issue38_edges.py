@@ -171,3 +171,50 @@ def test_the_runs_list_shows_when_an_imported_run_ran_and_sorts_by_it(client, us
     assert page.index(f'data-run="{new.pk}"') < page.index(f'data-run="{old.pk}"')
     earliest = client.get("/runs/?sort=started").content.decode()
     assert earliest.index(f'data-run="{old.pk}"') < earliest.index(f'data-run="{new.pk}"')
+
+
+# -- figures -----------------------------------------------------------------------------------
+
+
+def test_a_share_reads_one_way_everywhere():
+    from traces.display.figures import format_percent, format_seconds
+
+    assert [format_percent(v) for v in (None, 0, 0.001, 0.5, 2 / 3, 0.999, 1)] == [
+        "—", "0%", "<1%", "50%", "67%", ">99%", "100%"]
+    assert [format_seconds(v) for v in (None, 50, 1530, 250_000)] == [
+        "—", "0.05 s", "1.53 s", "250 s"]
+
+
+@pytest.mark.django_db
+def test_the_dashboard_says_percent_and_seconds_as_its_charts_do(client, user):
+    import json
+    import re
+
+    from django.utils import timezone
+
+    from traces.models import Run, Step
+
+    for status in ("succeeded", "failed"):
+        run = Run.objects.create(user=user, agent_name="Alpha", paradigm="react", input="q",
+                                 status=status, step_count=1, llm_calls=1)
+        Step.objects.create(run=run, seq=1, kind="llm", role="agent", name="m", status="ok",
+                            duration_ms=50.0, started_at=timezone.now())
+    client.force_login(user)
+    html = client.get("/dashboard/").content.decode()
+    assert ">50%</a>" in html and "50.0 %" not in html  # the completion rate
+    latency = html[html.index('id="latency"'):]
+    latency = latency[:latency.index("</section>")]
+    assert "0.05 s" in latency and " ms<" not in latency
+    data = json.loads(re.search(r'<script id="dashboard-data" type="application/json">(.*?)'
+                                r"</script>", html, re.S).group(1))
+    execution = data["latency"]["labels"].index("execution")
+    assert data["latency"]["p50_s"][execution] == 0.05
+
+
+@pytest.mark.django_db
+def test_scores_read_as_the_dashboards_percentages(client, user):
+    from django.template import Context, Template
+
+    html = Template("{% load trace_tags %}{{ a|percent }} {{ b|percent }}").render(
+        Context({"a": 2 / 3, "b": None}))
+    assert html == "67% —"
