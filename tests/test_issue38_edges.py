@@ -218,3 +218,20 @@ def test_scores_read_as_the_dashboards_percentages(client, user):
     html = Template("{% load trace_tags %}{{ a|percent }} {{ b|percent }}").render(
         Context({"a": 2 / 3, "b": None}))
     assert html == "67% —"
+
+
+# -- a long question ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_long_questions_heading_is_clamped_with_show_all(client, user):
+    from traces.models import Run
+
+    long = Run.objects.create(user=user, input="word " * 10_000, status="succeeded")
+    short = Run.objects.create(user=user, input="What is 6*7?", status="succeeded")
+    client.force_login(user)
+    page = client.get(f"/runs/{long.pk}/").content.decode()
+    assert f'<h1 class="question clamped" id="question-{long.pk}">' in page
+    assert f'data-show-all="question-{long.pk}"' in page and "show all (50,000 characters)" in page
+    page = client.get(f"/runs/{short.pk}/").content.decode()
+    assert '<h1 class="question">What is 6*7?</h1>' in page and "show all" not in page
