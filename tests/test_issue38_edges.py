@@ -235,3 +235,60 @@ def test_a_long_questions_heading_is_clamped_with_show_all(client, user):
     assert f'data-show-all="question-{long.pk}"' in page and "show all (50,000 characters)" in page
     page = client.get(f"/runs/{short.pk}/").content.decode()
     assert '<h1 class="question">What is 6*7?</h1>' in page and "show all" not in page
+
+
+# -- one run's page ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_replayed_steps_first_token_is_said_as_recorded(client, user):
+    from django.utils import timezone
+
+    from traces.models import Run, Step
+
+    run = Run.objects.create(user=user, input="q", status="succeeded")
+    Step.objects.create(run=run, seq=1, kind="llm", name="m", status="ok", duration_ms=1.0,
+                        started_at=timezone.now(), text="It is sunny.",
+                        meta={"replayed": True, "source_seq": 1, "ttft_ms": 1530.0})
+    Step.objects.create(run=run, seq=2, kind="llm", name="m", status="ok", duration_ms=2000.0,
+                        started_at=timezone.now(), text="Live.", meta={"ttft_ms": 1530.0})
+    client.force_login(user)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    replayed, live = page.split('data-seq="2"')[0], page.split('data-seq="2"')[1]
+    assert "<span>first token, as recorded</span> 1.53 s" in replayed
+    assert "<span>first token</span> 1.53 s" not in replayed
+    assert "<span>first token</span> 1.53 s" in live
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("status", "label"), [
+    ("succeeded", "Final answer"),
+    ("stopped", "Answer from what was found when a limit stopped it"),
+    ("failed", "No answer: what the agent said as it stopped"),
+    ("timed_out", "No answer: what the agent said as it stopped"),
+    ("cancelled", "No answer: what the agent said as it stopped"),
+])
+def test_only_a_succeeded_run_shows_a_final_answer(client, user, status, label):
+    from traces.models import Run
+
+    run = Run.objects.create(user=user, input="q", status=status,
+                             final_answer="I stopped before I could answer.")
+    client.force_login(user)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    box = page[page.index(f'<div class="answer answer-{status}">'):]
+    assert box[:box.index("I stopped before")].count(label) == 1
+    if status != "succeeded":
+        assert "Final answer" not in box[:300]
+
+
+@pytest.mark.django_db
+def test_fork_in_what_next_is_a_link_to_the_steps_it_forks_from(client, user):
+    from traces.models import Run
+
+    run = Run.objects.create(user=user, input="q", status="succeeded")
+    client.force_login(user)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    row = page[page.index('id="fork-row"'):]
+    row = row[:row.index("</div>")]
+    assert '<a class="button secondary" href="#steps">Fork from a step ↓</a>' in row
+    assert "button-like" not in page and 'id="steps"' in page

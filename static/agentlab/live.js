@@ -26,6 +26,13 @@
     return null;
   }
 
+  // As templates/traces/_answer_label.html: only a succeeded run has a final answer.
+  function answerLabel(status) {
+    if (status === "succeeded") return "Final answer";
+    if (status === "stopped") return "Answer from what was found when a limit stopped it";
+    return "No answer: what the agent said as it stopped";
+  }
+
   function pretty(value) {
     return JSON.stringify(value === undefined ? null : value, null, 2);
   }
@@ -250,7 +257,12 @@
       const answer = own(this.root, "answer");
       if (answer) answer.textContent = frame.answer || "";
       const final = own(this.root, "final");
-      if (final) final.hidden = !frame.answer;
+      if (final) {
+        final.hidden = !frame.answer;
+        final.className = `answer answer-${frame.status}`;
+      }
+      const label = own(this.root, "answer-label");
+      if (label) label.textContent = answerLabel(frame.status);
       const bubble = own(this.root, "stream");
       if (bubble) bubble.hidden = true;
       if (frame.error && frame.status !== "succeeded") this.fail(frame.error);
