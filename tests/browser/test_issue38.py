@@ -51,6 +51,10 @@ def test_a_message_typed_while_an_answer_runs_waits_and_is_sent_after(
     expect(page.locator('input[name="title"]')).to_have_value("What is 6*7?")
     assert page.title().startswith("What is 6*7?")
 
+    # While the reply streams, the activity line counts its tokens (not "waiting for the reply").
+    activity = page.locator('#turn-1 [data-live="activity"]')
+    expect(activity).to_contain_text("tokens so far")
+    expect(activity).not_to_contain_text("waiting for the reply")
     box.fill("And 12*7?")  # typed while the first answer streams
     expect(send).to_be_disabled()
     expect(page.locator('[data-live="wait"]')).to_be_visible()
