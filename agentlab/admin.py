@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html
+from django.utils.html import escape, format_html
 
 from agentlab.agent_form import AgentForm, parameter_fieldsets
 from agentlab.models import (
@@ -26,8 +27,36 @@ admin.site.site_title = "Agent Lab admin"
 admin.site.index_title = "Configuration"
 
 
+class ModelProfileForm(forms.ModelForm):
+    """The model name may be blank for the embedded model (blank base URL), as the README's
+    table says: the embedded server serves one model, whatever it is called. An endpoint of
+    your own needs the name it expects."""
+
+    class Meta:
+        model = ModelProfile
+        fields = ["name", "base_url", "model", "api_key_env", "temperature", "max_tokens",
+                  "context_tokens", "timeout_s", "retries", "price_in_per_m",
+                  "price_out_per_m", "fallback"]
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        if "model" in self.fields:
+            self.fields["model"].required = False
+            self.fields["model"].help_text = ("Model name the endpoint expects; blank for the "
+                                              "embedded model (blank base URL).")
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("base_url") and not (data.get("model") or "").strip():
+            self.add_error("model", "An endpoint needs the model name it expects (e.g. "
+                                    "gpt-4o-mini); only the embedded model (blank base URL) "
+                                    "may leave it blank.")
+        return data
+
+
 @admin.register(ModelProfile)
 class ModelProfileAdmin(admin.ModelAdmin):
+    form = ModelProfileForm
     list_display = ["name", "endpoint", "model", "api_key_env", "timeout_s", "retries", "fallback"]
     search_fields = ["name", "model", "base_url"]
     autocomplete_fields = ["fallback"]
@@ -119,6 +148,13 @@ class McpServerAdmin(admin.ModelAdmin):
         ("streamable HTTP", {"fields": ["url", "header_name", "header_env"]}),
     ]
 
+    def formfield_for_dbfield(self, db_field, request, **kwargs):  # noqa: ANN001, ANN201
+        # The admin shows help texts as HTML: "mcp__<name>__<tool>" must be said, not parsed.
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if field is not None and field.help_text:
+            field.help_text = escape(field.help_text)
+        return field
+
     @admin.display(description="endpoint")
     def endpoint(self, obj: McpServer) -> str:
         return obj.url if obj.transport == "http" else " ".join([obj.command, *obj.args])
@@ -154,7 +190,7 @@ class RoleProfileInline(admin.TabularInline):
 
 # What the admin shows of an agent defined in code (agentlab.code_agents), all read-only.
 CODE_FIELDSETS = [
-    (None, {"fields": ["name", "paradigm", "description", "demo_question", "model_profile"]}),
+    (None, {"fields": ["name", "paradigm_label", "description", "demo_question", "model_profile"]}),
     ("Prompt and tools", {"fields": ["system_prompt", "tools", "params"]}),
     ("Limits", {"fields": ["max_steps", "max_llm_calls", "total_timeout_s", "tool_timeout_s",
                            "token_budget"]}),
@@ -175,11 +211,34 @@ class GuardrailAdmin(admin.ModelAdmin):
     ]
 
 
+def paradigm_label(key: str) -> str:
+    """"ReAct", "Plan-and-Execute": what the admin shows of a paradigm's key."""
+    from agentlab.paradigms.registry import get_paradigm
+
+    try:
+        return get_paradigm(key).label or key
+    except KeyError:
+        return key
+
+
+class ParadigmFilter(admin.SimpleListFilter):
+    title = "paradigm"
+    parameter_name = "paradigm"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        keys = model_admin.get_queryset(request).values_list("paradigm", flat=True).distinct()
+        return sorted(((k, paradigm_label(k)) for k in keys), key=lambda kv: kv[1])
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Agent]) -> QuerySet[Agent]:
+        return queryset.filter(paradigm=self.value()) if self.value() else queryset
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ["name", "paradigm", "model_profile", "tool_count", "max_llm_calls",
+    list_display = ["name", "paradigm_label", "model_profile", "tool_count", "max_llm_calls",
                     "total_timeout_s", "source"]
-    list_filter = ["paradigm", "model_profile"]
+    readonly_fields = ["paradigm_label"]  # shown on a code agent's read-only page
+    list_filter = [ParadigmFilter, "model_profile"]
     search_fields = ["name", "description"]
     filter_horizontal = ["tools", "guardrails"]
     inlines = [RoleProfileInline]
@@ -209,6 +268,10 @@ class AgentAdmin(admin.ModelAdmin):
 
     def get_inlines(self, request: HttpRequest, obj: Agent | None = None) -> list:
         return [] if obj and obj.code_ref else super().get_inlines(request, obj)
+
+    @admin.display(description="paradigm", ordering="paradigm")
+    def paradigm_label(self, obj: Agent) -> str:
+        return paradigm_label(obj.paradigm)
 
     @admin.display(description="defined")
     def source(self, obj: Agent) -> str:

@@ -25,6 +25,10 @@ REACT_DEMO = "What is the weather in Paris right now, and is the air quality goo
 # What each default agent offers: what its demo question needs, no more (a 135M model reads the
 # whole tool list on every turn and picks among it worse the longer it is).
 LOOKUPS = ["get_weather", "get_air_quality", "calculator"]
+# The approvals demo: a look-up, then two calls that need a person's yes (Tool.needs_approval).
+APPROVAL_TOOLS = ["query_order", "update_delivery_date", "send_email"]
+APPROVAL_DEMO = ("The customer of order SO-1001 is away: move its delivery date to 2030-01-15 "
+                 "(reason: customer away) and e-mail the customer that it moved.")
 # A demo question finishes on a 2-core machine in under a minute: a few turns, then the answer
 # from what was found (runtime/answer.py).
 QUICK = {"total_timeout_s": 60, "max_llm_calls": 8}
@@ -64,6 +68,15 @@ DEFAULT_AGENTS = [
                   "first_tool_choice": "required", "few_shot": default_prompts.json_mode()},
                  "ReAct whose every observation is reviewed by the rule-based reflector, which "
                  "re-plans.", REACT_DEMO, QUICK, LOOKUPS),
+    # The one default agent with tools that change things: each call of update_delivery_date
+    # or send_email waits on the run's page for Approve / Deny (time spent waiting does not
+    # count towards its time limit).
+    DefaultAgent("ReAct with approvals", "react",
+                 {"mode": "json", "max_iterations": 5, "first_tool_choice": "required",
+                  "few_shot": default_prompts.json_mode()},
+                 "Changes an order and e-mails its customer: update_delivery_date and "
+                 "send_email wait for your approval (Approve / Deny on the run's page).",
+                 APPROVAL_DEMO, {"total_timeout_s": 90, "max_llm_calls": 8}, APPROVAL_TOOLS),
     DefaultAgent("Plan-and-Execute", "plan_execute",
                  {"few_shot": default_prompts.planner(), "replan": False,
                   "executor_mode": "function_calling", "executor_first_tool_choice": "required",

@@ -10,6 +10,7 @@ from django.urls import reverse
 from agentlab.evals.models import Result
 from agentlab.evals.runner import mark_interrupted
 from agentlab.paradigms.registry import get_paradigm
+from traces.display.figures import format_percent
 from traces.display.labels import score_level
 
 
@@ -25,7 +26,7 @@ def run_scores(run_id: int) -> list[dict[str, Any]]:
     """A run that answered an evaluation case: its score there, for the run page's header."""
     out = []
     for r in Result.objects.filter(run_id=run_id, status="done", score__isnull=False)[:5]:
-        out.append({"text": f"scored {r.score * 100:.0f} %", "level": score_level(r.score),
+        out.append({"text": f"scored {format_percent(r.score)}", "level": score_level(r.score),
                     "url": reverse("evals:experiment", args=[r.experiment_id]),
                     "title": f"in experiment {r.experiment_id}: "
                              f"{'passed' if r.passed else 'did not pass'}"})

@@ -194,7 +194,7 @@ def test_the_page_shows_charts_tables_and_links_to_the_runs_behind_them(runs, us
     # The link opens exactly the run behind the figure.
     listing = client.get(url).content.decode()
     assert re.findall(r'<tr data-run="(\d+)"', listing) == [str(runs["r2"].pk)]
-    assert ">50.0 %</a>" in html  # Alpha's completion rate, linked to its succeeded runs
+    assert ">50%</a>" in html  # Alpha's completion rate, linked to its succeeded runs
     data = json.loads(re.search(r'<script id="dashboard-data" type="application/json">(.*?)'
                                 r"</script>", html, re.S).group(1))
     assert data["outcomes"]["labels"] == ["Alpha", "Beta"]
@@ -253,7 +253,7 @@ def test_every_link_lists_exactly_the_runs_its_figure_counts(runs, user, client)
     assert listed(client, cell_link(quality, "format_runs")) == {r2.pk, r3.pk}  # 2 of 5
     assert listed(client, cell_link(quality, "format_per_call")) == {r2.pk, r3.pk}
     assert listed(client, cell_link(quality, "reflection_rate")) == {r1.pk, r2.pk, r3.pk}
-    assert ">66.7 %</a>" in quality  # r1 and r3 of the three that reflected
+    assert ">67%</a>" in quality  # r1 and r3 of the three that reflected
     assert listed(client, cell_link(quality, "reflection_success")) == {r1.pk, r3.pk}
     expected = {"calculator": ({r1.pk, r2.pk}, {r1.pk}, {r2.pk}),
                 "get_weather": ({r2.pk, r3.pk}, {r3.pk}, {r2.pk}),

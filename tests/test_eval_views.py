@@ -339,7 +339,7 @@ def test_the_index_lists_suites_with_counts_and_tags_and_experiments_with_scores
     assert "Arithmetic" in row and "<td class=\"num\" data-cases>3</td>" in row
     assert re.findall(r'class="pill">(\w+)<', row) == ["products", "sums"]
     listed = re.search(r'<tr data-experiment="\d+">(.*?)</tr>', html, re.S).group(1)
-    assert "6/6" in listed and '<td class="num">50%</td>' in listed and "scored 50 %" in listed
+    assert "6/6" in listed and '<td class="num">50%</td>' in listed and "scored 50%" in listed
     assert re.findall(r'<label class="check"><input[^>]*> ([^<]+)</label>', html) == [
         "Alpha (ReAct)", "Beta (ReAct)"]
 

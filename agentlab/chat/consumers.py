@@ -43,4 +43,5 @@ class ChatConsumer(LiveConsumer):
             raise run_control.ControlError(str(exc)) from None
         await engine.submit(turn.run)
         await self.send_json({"type": "turn", "run": turn.run_id, "position": turn.position,
+                              "title": turn.conversation.title,  # the first message names it
                               "html": await turns.turn_html(turn)})

@@ -5,12 +5,16 @@ the admin's autodiscover imports `admin.py`)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.module_loading import autodiscover_modules
 
 from agentlab.code_agents.declaration import EMBEDDED, LIMITS, REGISTRY, Declaration
 from agentlab.models import Agent, ModelProfile, Tool
+from agentlab.paths import REPO_ROOT
 from agentlab.profiles import EMBEDDED_PROFILE
 from agentlab.tool_rows import sync_tools
 
@@ -98,6 +102,28 @@ def _messages(exc: ValidationError) -> str:
 
 
 def is_declared(row: Agent) -> bool:
-    """Whether this process still declares the row's agent (else the admin may delete it)."""
+    """Whether code still declares the row's agent (else the admin may delete it): this
+    process's declaration, or an `@agent` still at the row's path:line (a script, e.g.
+    examples/travel.py, that the web server never imports)."""
     declaration = REGISTRY.get(row.name)
-    return declaration is not None and declaration.code_ref == row.code_ref
+    if declaration is not None and declaration.code_ref == row.code_ref:
+        return True
+    return still_in_source(row.code_ref)
+
+
+def still_in_source(code_ref: str) -> bool:
+    """Whether the file at "path:line" (relative to the repository, or absolute) still has an
+    `@agent` decorator there (a decorated function's first line is its first decorator's)."""
+    path, _, line = (code_ref or "").rpartition(":")
+    if not path or not line.isdigit():
+        return False
+    file = Path(path) if Path(path).is_absolute() else REPO_ROOT / path
+    try:
+        lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return False
+    number = int(line)
+    return 0 < number <= len(lines) and bool(_DECORATOR.match(lines[number - 1]))
+
+
+_DECORATOR = re.compile(r"\s*@(?:[\w.]*\.)?agent\b")

@@ -15,7 +15,7 @@ from agentlab.dashboard.period import GROUPS, PERIODS, DashboardForm, Period
 from agentlab.dashboard.queries import OUTCOMES, PHASES, Figures, GroupFigures, PhaseFigures
 from agentlab.models import Tool
 from agentlab.tools.registry import get_tool
-from traces.display.figures import format_cost, format_duration
+from traces.display.figures import format_cost, format_duration, format_percent, format_seconds
 from traces.display.labels import paradigm_name, status_word
 from traces.views.filters import FINISHED
 
@@ -75,8 +75,9 @@ def group_row(g: GroupFigures, period: Period) -> dict[str, Any]:
 def phase_cells(phase: str, f: PhaseFigures | None) -> dict[str, Any]:
     if f is None:
         return {"phase": phase, "calls": 0, "p50": "—", "p95": "—", "total": "—"}
-    return {"phase": phase, "calls": f.calls, "p50": format_duration(f.p50_ms),
-            "p95": format_duration(f.p95_ms), "total": format_duration(f.total_ms)}
+    # Seconds throughout, as the latency chart draws them.
+    return {"phase": phase, "calls": f.calls, "p50": format_seconds(f.p50_ms),
+            "p95": format_seconds(f.p95_ms), "total": format_seconds(f.total_ms)}
 
 
 def known_tools(names: Iterable[str]) -> set[str]:
@@ -128,8 +129,8 @@ def chart_data(found: Figures, groups: list[dict[str, Any]], period: Period,
                   "cost_usd": [_round(g["figures"].cost_usd, 6) for g in groups],
                   "links": [g["tokens_url"] for g in groups]},
         "latency": {"labels": list(PHASES),
-                    "p50_ms": [_round(f and f.p50_ms, 1) for f in phases],
-                    "p95_ms": [_round(f and f.p95_ms, 1) for f in phases],
+                    "p50_s": [_round(f and f.p50_ms and f.p50_ms / 1000, 3) for f in phases],
+                    "p95_s": [_round(f and f.p95_ms and f.p95_ms / 1000, 3) for f in phases],
                     "links": [period.runs_url(status=FINISHED, sort="-duration")] * len(PHASES)},
         "tools": {"labels": [t.name if t.name in known else f"unknown tool {t.name}"
                              for t in found.tools],
@@ -140,7 +141,7 @@ def chart_data(found: Figures, groups: list[dict[str, Any]], period: Period,
 
 
 def pct(share: float | None) -> str:
-    return "—" if share is None else f"{share * 100:.1f} %"
+    return format_percent(share)
 
 
 def num(value: float | None, digits: int = 1) -> str:

@@ -17,6 +17,7 @@ from django.utils.html import format_html, format_html_join
 from agentlab.evals import importer, suites
 from agentlab.evals.models import Case, Experiment, Result, Suite
 from agentlab.evals.summary import agent_summary
+from traces.display.figures import format_percent
 
 MAX_UPLOAD = 5 * 1024 * 1024
 
@@ -157,4 +158,4 @@ class ExperimentAdmin(admin.ModelAdmin):
 
 
 def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:.0f}%"
+    return format_percent(value)

@@ -27,7 +27,7 @@ from agentlab.evals.models import FINISHED_RESULT_STATUSES, Case, Experiment, Su
 from agentlab.models import Agent
 from agentlab.runs import start
 from traces import access
-from traces.display.figures import best_value
+from traces.display.figures import best_value, format_percent
 from traces.display.labels import status_word
 
 POLL_SECONDS = 1
@@ -102,10 +102,10 @@ def _render_index(request: HttpRequest, user: Any, form: StartForm) -> HttpRespo
 
 
 def badge(status: str, mean_score: float | None) -> dict[str, str]:
-    """An experiment's badge: how it scored once finished ("scored 35 %"), else its status."""
+    """An experiment's badge: how it scored once finished ("scored 35%"), else its status."""
     if status == "succeeded" and mean_score is not None:
         level = "high" if mean_score >= 0.8 else "mid" if mean_score >= 0.4 else "low"
-        return {"css": f"score score-{level}", "text": f"scored {mean_score * 100:.0f} %",
+        return {"css": f"score score-{level}", "text": f"scored {format_percent(mean_score)}",
                 "title": "finished; the mean score of its answers (an error counts as 0)"}
     words = {"succeeded": "finished", "failed": "failed"}
     return {"css": f"status status-{status}", "text": words.get(status, status_word(status)),

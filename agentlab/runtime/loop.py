@@ -73,7 +73,11 @@ async def execute(paradigm: ParadigmRun, ctx: RunContext, task: str) -> RunOutco
         status, error, refusal = "failed", exc.message, exc.message
         error_meta = {"guardrail": exc.guardrail}
     except LLMError as exc:
-        status, error = "failed", str(exc) or exc.kind
+        # A model call that ran out of time ends the run as the run's own clock does: one
+        # status for one cause ("timed_out"), whichever 60 s ran out first (a profile's
+        # timeout_s and an agent's total_timeout_s are both 60 s by default).
+        status = "timed_out" if exc.kind == "timeout" else "failed"
+        error = str(exc) or exc.kind
         error_meta = {"kind": exc.kind, "retryable": exc.retryable}
     except Exception as exc:
         status, error = "failed", _describe(exc)

@@ -56,9 +56,9 @@
 
     draw("chart-latency", ({ latency: l }) => ({
       data: { labels: l.labels, datasets: [
-        { label: "p50 (ms)", data: l.p50_ms },
-        { label: "p95 (ms)", data: l.p95_ms }] },
-      options: { scales: { y: { beginAtZero: true, title: { display: true, text: "ms" } } } },
+        { label: "p50 (s)", data: l.p50_s },
+        { label: "p95 (s)", data: l.p95_s }] },
+      options: { scales: { y: { beginAtZero: true, title: { display: true, text: "seconds" } } } },
       links: l.links,
     }));
 

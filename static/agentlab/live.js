@@ -26,6 +26,13 @@
     return null;
   }
 
+  // As templates/traces/_answer_label.html: only a succeeded run has a final answer.
+  function answerLabel(status) {
+    if (status === "succeeded") return "Final answer";
+    if (status === "stopped") return "Answer from what was found when a limit stopped it";
+    return "No answer: what the agent said as it stopped";
+  }
+
   function pretty(value) {
     return JSON.stringify(value === undefined ? null : value, null, 2);
   }
@@ -168,10 +175,16 @@
     }
 
     on_token(frame) {
-      if (this.current && this.current.seq === frame.seq) {
-        if (!this.current.firstToken) this.current.firstToken = Date.now();
-        this.current.tokens += 1; // one delta a token, as the stream sends them
+      if (!this.current || this.current.seq !== frame.seq) {
+        // Tokens of a model call whose running step this page has not seen (it began before
+        // the socket synced): they are the reply arriving, not something to wait for.
+        this.current = { seq: frame.seq, kind: "llm", name: "", role: "", started: Date.now(),
+                         tokens: 0, firstToken: null };
       }
+      const first = !this.current.firstToken;
+      if (first) this.current.firstToken = Date.now();
+      this.current.tokens += 1; // one delta a token, as the stream sends them
+      if (first) this.activity(); // "waiting for the reply" goes at once, not at the next tick
       const step = this.stepEl(frame.seq);
       if (step) {
         let pre = step.querySelector("[data-stream]");
@@ -244,7 +257,12 @@
       const answer = own(this.root, "answer");
       if (answer) answer.textContent = frame.answer || "";
       const final = own(this.root, "final");
-      if (final) final.hidden = !frame.answer;
+      if (final) {
+        final.hidden = !frame.answer;
+        final.className = `answer answer-${frame.status}`;
+      }
+      const label = own(this.root, "answer-label");
+      if (label) label.textContent = answerLabel(frame.status);
       const bubble = own(this.root, "stream");
       if (bubble) bubble.hidden = true;
       if (frame.error && frame.status !== "succeeded") this.fail(frame.error);
@@ -253,6 +271,9 @@
       this.note("finished");
       this.show();
       this.activity();
+      // A conversation waits for this to let the next message go (LiveChat).
+      this.root.dispatchEvent(new CustomEvent("agentlab:run-ended",
+        { bubbles: true, detail: { run: this.runId, status: frame.status } }));
       this.finished();
     }
 
@@ -427,42 +448,89 @@
   }
 
   class LiveChat {
+    // One answer at a time: while a turn's run goes, Send waits (the message typed meanwhile
+    // stays in the box) and comes back when that run ends. The box is emptied only once the
+    // server has taken the message (its "turn" frame); a refusal leaves it as typed.
     constructor(root) {
       this.root = root;
       this.socket = null;
+      this.sending = false;
       this.form = own(root, "chat-form");
       this.turns = own(root, "turns");
+      this.box = this.form && this.form.querySelector("textarea");
+      this.limit = this.box ? Number(this.box.dataset.maxChars) || 0 : 0;
+      this.busy = [...root.querySelectorAll("[data-live-run]")]
+        .some((el) => !FINISHED.includes(el.dataset.status || ""));
       root.addEventListener("htmx:wsOpen", (e) => {
         if (e.target !== root) return;
         this.socket = e.detail.socketWrapper;
-        if (this.form) this.form.querySelector("button").disabled = false;
+        this.update();
       });
       root.addEventListener("htmx:wsClose", (e) => {
         if (e.target !== root) return;
         this.socket = null;
-        if (this.form) this.form.querySelector("button").disabled = true;
+        this.sending = false;
+        this.update();
       });
       root.addEventListener("htmx:wsBeforeMessage", (e) => {
         if (e.target !== root) return;
         e.preventDefault();
         this.message(JSON.parse(e.detail.message));
       });
+      root.addEventListener("agentlab:run-ended", () => {
+        this.busy = false;
+        this.error(""); // an error about the answer that was running is over with it
+        this.update();
+      });
       if (this.form) this.form.addEventListener("submit", (e) => this.submit(e));
+      if (this.box) this.box.addEventListener("input", () => this.update());
+      this.update();
+    }
+
+    update() {
+      if (!this.form) return;
+      const length = this.box.value.length;
+      const over = this.limit && length > this.limit;
+      this.form.querySelector("button").disabled = !this.socket || this.busy || this.sending || over;
+      const wait = this.form.querySelector('[data-live="wait"]');
+      if (wait) wait.hidden = !this.busy;
+      const count = this.form.querySelector('[data-live="count"]');
+      if (count && this.limit) {
+        const n = (v) => v.toLocaleString("en-US");
+        count.textContent = over
+          ? `This message is ${n(length)} characters: a message may have at most ${n(this.limit)}. Shorten it to send it.`
+          : `At most ${n(this.limit)} characters.`;
+        count.className = over ? "error" : "muted small";
+      }
     }
 
     submit(e) {
       e.preventDefault();
-      const box = this.form.querySelector("textarea");
-      const text = box.value.trim();
-      if (!text || !this.socket) return;
+      const text = this.box.value.trim();
       this.error("");
+      if (!text) {
+        this.error("Type a message first: this one is empty or only spaces.");
+        return;
+      }
+      if (!this.socket || this.busy || this.sending) { this.update(); return; }
+      if (this.limit && text.length > this.limit) { this.update(); return; }
+      this.sending = true;
+      this.update();
       this.socket.send(JSON.stringify({ action: "start", message: text }));
-      box.value = "";
     }
 
     message(frame) {
-      if (frame.type === "error") this.error(frame.error);
+      if (frame.type === "error") {
+        this.sending = false;
+        this.error(frame.error);
+        this.update();
+      }
       if (frame.type !== "turn") return;
+      this.sending = false;
+      this.busy = true;
+      this.box.value = ""; // taken: it is the new turn now
+      this.update();
+      if (frame.title) this.titled(frame.title);
       const empty = own(this.root, "empty");
       if (empty) empty.remove();
       const tpl = document.createElement("template");
@@ -472,6 +540,13 @@
       turn.querySelectorAll("[data-live-run]").forEach(mount);
       window.htmx.process(turn); // opens the turn's own /ws/runs/<id>/ socket
       turn.scrollIntoView({ block: "end" });
+    }
+
+    titled(title) {
+      // The first message names the conversation: show it without a reload.
+      const field = this.root.querySelector('input[name="title"]');
+      if (field && !field.value && document.activeElement !== field) field.value = title;
+      document.title = `${title} · Agent Lab`;
     }
 
     error(text) {

@@ -69,7 +69,7 @@ def test_an_experiment_fills_its_matrix_live(page, live_url, suite_and_agents):
     expect(page.locator("[data-progress-text]")).to_have_text("6 / 6 · 100%", timeout=30_000)
     expect(progress).to_have_attribute("value", "6")
     # The badge tells how it scored, not just that it ran: 4 of 6 answers were right.
-    expect(page.locator("[data-experiment-status]")).to_have_text("scored 67 %")
+    expect(page.locator("[data-experiment-status]")).to_have_text("scored 67%")
 
     matrix = page.locator("table.evals-matrix")
     expect(matrix.locator("td.cell-pass")).to_have_count(4)
@@ -99,7 +99,7 @@ def test_an_experiment_fills_its_matrix_live(page, live_url, suite_and_agents):
     expect(page.locator("h1.question")).to_have_text("What is 3*3?")
     # Its status says it answered; the score next to it says the answer was wrong.
     expect(page.locator("#run-head .run-meta .status")).to_have_text("finished with an answer")
-    expect(page.locator("#run-head .run-meta .score")).to_have_text("scored 0 %")
+    expect(page.locator("#run-head .run-meta .score")).to_have_text("scored 0%")
     assert page.js_errors == []
 
 

@@ -30,6 +30,28 @@ def format_duration(ms: float | None) -> str:
     return f"{minutes:.0f} min {seconds:.0f} s"
 
 
+def format_percent(share: float | None) -> str:
+    """A share (0..1) as every page writes one: "67%", whole percents; "<1%" and ">99%"
+    where rounding would say none or all of them; "—" for no share at all."""
+    if share is None:
+        return "—"
+    value = share * 100
+    if 0 < value < 0.5:
+        return "<1%"
+    if 99.5 <= value < 100:
+        return ">99%"
+    return f"{value:.0f}%"
+
+
+def format_seconds(ms: float | None) -> str:
+    """A latency in seconds whatever its size ("0.35 s", "12.40 s", "1,234 s"), so a column
+    and its chart read in one unit."""
+    if ms is None:
+        return "—"
+    seconds = ms / 1000
+    return f"{seconds:,.2f} s" if seconds < 100 else f"{seconds:,.0f} s"
+
+
 def format_cost(usd: float | None) -> str:
     if not usd:
         return "$0"

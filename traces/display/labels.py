@@ -21,7 +21,7 @@ STATUS_WORDS: dict[str, str] = {
     "stopped": "stopped by a limit",
     "failed": "failed",
     "cancelled": "cancelled",
-    "timed_out": "stopped by its time limit",
+    "timed_out": "timed out",
     "interrupted": "interrupted",
 }
 # What each status means, for a tooltip and the trace header.
@@ -33,7 +33,9 @@ STATUS_HELP: dict[str, str] = {
     "stopped": "a limit (steps, calls, tokens, a loop) stopped it; it answered with what it had",
     "failed": "it ended with an error and no answer",
     "cancelled": "someone cancelled it",
-    "timed_out": "its total time limit ran out",
+    "timed_out": "it ran out of time before an answer: its total time limit, or a model call's "
+                 "timeout (a limit that still let it answer from what it found is "
+                 "\"stopped by a limit\")",
     "interrupted": "the process running it stopped; resume continues from its last step",
 }
 

@@ -32,7 +32,11 @@ FOLDED = {("llm", "input"), ("llm", "output"), ("tool", "output"), ("approval", 
 FOLDED_INLINE = 400  # folded payloads up to this size come with the page; bigger ones on demand
 FACT_SKIP = {"traceback"}
 # How a step's meta reads on its card: "first token 13.3 s", not "ttft_ms 1.33e+04".
-FACT_LABELS = {"ttft_ms": "first token", "latency_ms": "latency", "duration_ms": "duration"}
+FACT_LABELS = {"ttft_ms": "first token", "latency_ms": "latency", "duration_ms": "duration",
+               "recorded_ttft_ms": "first token, as recorded"}
+# A replayed step's reply came from the record in a millisecond: its timings are the recorded
+# call's, said as such (not as if measured in this run).
+RECORDED_FACTS = {"ttft_ms": "recorded_ttft_ms"}
 
 
 @dataclass
@@ -118,7 +122,9 @@ def step_view(row: dict[str, Any], *, run_start: datetime | float | None = None,
     if kind == "llm" and isinstance(calls, list):
         view.tool_calls = [_tool_call(c) for c in calls if isinstance(c, dict)]
     meta = view.meta = row.get("meta") or {}
-    view.facts = [(str(k), _fact(v, str(k))) for k, v in meta.items()
+    replayed = bool(meta.get("replayed"))
+    view.facts = [(RECORDED_FACTS.get(str(k), str(k)) if replayed else str(k), _fact(v, str(k)))
+                  for k, v in meta.items()
                   if k not in FACT_SKIP and not isinstance(v, dict | list) and v is not None]
     view.traceback = str(meta.get("traceback") or "")
     return view

@@ -230,7 +230,8 @@ def _messages(data: bytes | str, limits: Limits) -> Iterator[ExportTraceServiceR
             try:
                 yield ExportTraceServiceRequest.FromString(data)
             except DecodeError as exc:
-                raise OTLPError(f"neither JSON nor OTLP protobuf ({exc})") from None
+                raise OTLPError(f"this is not an OTLP or bundle file: neither JSON nor OTLP "
+                                f"protobuf (the protobuf reader says: {exc})") from None
             return
     for doc in _documents(text):
         if isinstance(doc, dict) and isinstance(doc.get("data"), list):

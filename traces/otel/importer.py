@@ -73,6 +73,12 @@ def import_file(data: bytes, *, user: Any) -> list[Run]:
     BundleError or OTLPError says why it was refused."""
     from traces.bundle import BundleError, import_bundle, parse_json
 
+    if not data.strip():
+        raise OTLPError("the file is empty" if not data else "the file holds only blank space")
+    if data.lstrip()[:1] not in (b"{", b"[") and (text := _plain_text(data)) is not None:
+        raise OTLPError(f"this is not an OTLP or bundle file: it is text that is not JSON "
+                        f"(it begins “{text}”). Import a run bundle (.json, Export → bundle) "
+                        "or OTLP trace data (JSON or protobuf)")
     doc: Any = None
     if data.lstrip()[:1] == b"{":
         try:
@@ -88,3 +94,16 @@ def import_file(data: bytes, *, user: Any) -> list[Run]:
         return import_otlp(data, user=user)
     except RecursionError:
         raise OTLPError("nested too deep to read") from None
+
+
+def _plain_text(data: bytes, shown: int = 40) -> str | None:
+    """The first words of `data` when it is plain text (UTF-8, no control characters but
+    line breaks and tabs), else None: OTLP protobuf is binary (ids are random bytes)."""
+    try:
+        text = data[:4096].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if any(not (c.isprintable() or c in "\n\r\t") for c in text):
+        return None
+    words = " ".join(text.split())
+    return words if len(words) <= shown else words[: shown - 1] + "…"

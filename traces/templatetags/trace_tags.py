@@ -104,6 +104,11 @@ def cost(usd: float | None) -> str:
 
 
 @register.filter
+def percent(share: float | None) -> str:
+    return figures.format_percent(share)
+
+
+@register.filter
 def size(chars: int | None) -> str:
     return figures.format_size(chars or 0)
 

@@ -9,6 +9,7 @@ from datetime import date, datetime, time
 
 from django import forms
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models.functions import Coalesce
 from django.forms.utils import from_current_timezone
 from django.utils import timezone
 
@@ -19,7 +20,8 @@ from traces.schema import FINISHED_STATUSES, RUN_STATUSES
 MODEL_LOOKUP = "agent_snapshot__profiles__default__model"
 PROFILE_LOOKUP = "agent_snapshot__profiles__default__name"
 SORTS = {
-    "started": (F("created"),),
+    # When it ran: an imported run's own start, not the time it was imported (its `created`).
+    "started": (Coalesce(F("started_at"), F("created")),),
     "duration": (F("wall_ms"),),
     "steps": (F("step_count"),),
     "tokens": (F("tokens_in") + F("tokens_out"),),

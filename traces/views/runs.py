@@ -25,7 +25,7 @@ PAGE_SIZE = 50
 # Only what the table shows: a run's snapshot, history and error stay in the database.
 LIST_FIELDS = ("pk", "input", "final_answer", "agent_name", "paradigm", "status", "step_count",
                "llm_calls", "tool_calls", "tokens_in", "tokens_out", "cost_usd", "wall_ms",
-               "created", "parent_run_id", "user__username")
+               "created", "started_at", "parent_run_id", "user__username")
 # An uploaded bundle: at most this many bytes, and the request around it at most
 # MAX_IMPORT_BYTES + FORM_OVERHEAD_BYTES (the multipart boundaries, the CSRF token).
 MAX_IMPORT_BYTES = 20 * 1024 * 1024

@@ -24,6 +24,7 @@ from agentlab.management.commandutil import (
     warm_agents,
 )
 from agentlab.models import ModelProfile
+from traces.display.figures import format_percent
 
 BAR = 30
 
@@ -121,7 +122,7 @@ HEADERS = ["agent", "mean score", "pass rate", "errors", "runs ok", "tokens", "c
 
 def _cells(r: dict[str, Any]) -> list[str]:
     def pct(v: float | None) -> str:
-        return "—" if v is None else f"{v * 100:.0f}%"
+        return format_percent(v)
 
     return [r["agent"], "—" if r["mean_score"] is None else f"{r['mean_score']:.2f}",
             f"{pct(r['pass_rate'])} ({r['passed']}/{r['finished']})", str(r["errors"]),
