@@ -1,6 +1,6 @@
 """Issue 38, the chat page as a newcomer meets it: a message typed while an answer runs, the
 first message naming the conversation, a long paste told its limit (server side; the browser
-side is tests/browser/test_issue38.py)."""
+side is tests/browser/test_newcomer.py)."""
 
 from __future__ import annotations
 
