@@ -20,6 +20,9 @@ from agentlab.asgi import application
 from agentlab.runs import control as run_control
 from agentlab.runs.registry import REGISTRY
 from tests.fake_openai import Reply
+from tests.waiting import await_until
+from traces.models import Run
+from traces.schema import ACTIVE_STATUSES
 
 CALL = Reply(tool_calls=[("calculator", '{"expression": "6*7"}')])
 ANSWER = Reply(text="6 times 7 is 42.")
@@ -87,3 +90,12 @@ def new_seqs(frames: list[dict]) -> list[int]:
             seen.add(f["seq"])
             out.append(f["seq"])
     return out
+
+
+async def run_finished(run_id: int) -> None:
+    """Until the run has ended and this process holds no control of it."""
+    async def finished() -> bool:
+        status = (await Run.objects.aget(pk=run_id)).status
+        return run_control.get(run_id) is None and status not in ACTIVE_STATUSES
+
+    await await_until(finished, message=f"run {run_id} finishes")

@@ -11,10 +11,8 @@ from channels.testing import WebsocketCommunicator
 from agentlab.asgi import application
 from agentlab.chat.models import ChatTurn, Conversation
 from agentlab.chat.turns import history_of
-from agentlab.runs import control as run_control
 from tests.fake_openai import Reply
-from tests.sockets import headers
-from tests.waiting import await_until
+from tests.sockets import headers, run_finished
 from traces.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -88,10 +86,10 @@ async def test_turns_carry_the_conversation_so_far(conversation, user, fake_llm)
         "html"]
     await comm.send_json_to({"action": "start", "message": "too soon"})
     assert (await comm.receive_json_from())["error"] == "the previous answer is still running"
-    await _finished(turn["run"])
+    await run_finished(turn["run"])
     await comm.send_json_to({"action": "start", "message": "What is my name?"})
     second = await comm.receive_json_from()
-    await _finished(second["run"])
+    await run_finished(second["run"])
     run = await Run.objects.aget(pk=second["run"])
     assert run.history == [{"role": "user", "content": "Hi, I am Alice."},
                            {"role": "assistant", "content": "Hello Alice."}]
@@ -132,7 +130,7 @@ async def test_a_message_is_text_measured_without_its_outer_spaces_up_to_the_lim
     await comm.send_json_to({"action": "start", "message": "  What is 6*7?  "})
     turn = await comm.receive_json_from()
     assert (turn["type"], turn["position"]) == ("turn", 1)
-    await _finished(turn["run"])
+    await run_finished(turn["run"])
     run = await Run.objects.aget(pk=turn["run"])
     assert (run.input, run.final_answer) == ("What is 6*7?", "Forty-two.")
     await comm.disconnect()
@@ -149,14 +147,6 @@ def test_history_skips_turns_without_an_answer(conversation, user, agent):
         Run.objects.filter(pk=run.pk).update(final_answer=answer, status=status)
         ChatTurn.objects.create(conversation=conversation, run=run, position=position)
     assert [m["content"] for m in history_of(conversation)] == ["a?", "A.", "c?", "C."]
-
-
-async def _finished(run_id: int) -> None:
-    async def finished() -> bool:
-        status = (await Run.objects.aget(pk=run_id)).status
-        return run_control.get(run_id) is None and status not in ("queued", "running", "paused")
-
-    await await_until(finished, message=f"run {run_id} finishes")
 
 
 

@@ -11,15 +11,19 @@ from channels.testing import WebsocketCommunicator
 from agentlab.asgi import application
 from agentlab.chat.models import Conversation
 from tests.fake_openai import Reply
-from tests.test_chat import _finished
-from tests.test_consumers import agent, headers  # noqa: F401 (agent: a fixture)
+from tests.sockets import headers, run_finished
 from traces.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def conversation(agent, user):  # noqa: F811
+def agent(calc_agent):
+    return calc_agent
+
+
+@pytest.fixture
+def conversation(agent, user):
     return Conversation.objects.create(user=user, agent=agent)
 
 
@@ -32,11 +36,11 @@ async def test_the_first_message_names_the_conversation_in_its_turn_frame(
     await comm.send_json_to({"action": "start", "message": "  Plan   a trip to Rome  "})
     turn = await comm.receive_json_from()
     assert (turn["type"], turn["title"]) == ("turn", "Plan a trip to Rome")
-    await _finished(turn["run"])
+    await run_finished(turn["run"])
     await comm.send_json_to({"action": "start", "message": "And Paris?"})
     second = await comm.receive_json_from()
     assert second["title"] == "Plan a trip to Rome"  # named once, by the first message
-    await _finished(second["run"])
+    await run_finished(second["run"])
     await comm.disconnect()
 
 
@@ -55,7 +59,7 @@ def test_the_chat_page_says_the_limit_and_why_send_waits_instead_of_cutting(
     assert "maxlength" not in index and "At most 20,000 characters" in index
 
 
-def test_a_one_off_question_over_the_limit_is_refused_with_the_limit(client, user, agent,  # noqa: F811
+def test_a_one_off_question_over_the_limit_is_refused_with_the_limit(client, user, agent,
                                                                       settings):
     settings.AGENTLAB_MAX_MESSAGE_CHARS = 20_000
     client.force_login(user)

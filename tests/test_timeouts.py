@@ -9,8 +9,8 @@ import pytest
 from agentlab.llm.errors import LLMTimeout
 from agentlab.runtime.limits import Limits
 from agentlab.runtime.loop import execute
+from tests.runtime_pieces import Scripted
 from tests.scripted_model import ScriptedModel, make_context
-from tests.test_runtime import Scripted
 
 
 async def test_a_model_call_that_times_out_ends_the_run_as_timed_out() -> None:

@@ -71,7 +71,7 @@ def test_a_message_typed_while_an_answer_runs_waits_and_is_sent_after(
 
 def test_on_a_phone_home_shows_try_it_and_the_runs_list_says_it_scrolls(page, live_url, user):
     from agentlab.defaults import load_defaults
-    from tests.test_trace_views import make_run
+    from tests.factories import make_run
 
     load_defaults()
     for _ in range(3):
