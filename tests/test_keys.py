@@ -42,8 +42,13 @@ def test_every_variable_the_settings_read_is_refused_as_a_key_variable():
 
 @pytest.mark.parametrize("name", ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN",
                                   "GROQ_KEY", ""])
-def test_key_like_names_are_accepted(name):
-    assert key_variable_problem(name) is None
+def test_key_like_names_the_operator_allows_are_accepted(name):
+    assert key_variable_problem(name, frozenset({name})) is None
+
+
+def test_a_key_like_name_off_the_operators_list_is_refused():
+    assert "not one of the variables" in key_variable_problem("GITHUB_TOKEN")
+    assert "not one of the variables" in key_variable_problem("OPENAI_API_KEY", frozenset())
 
 
 @pytest.mark.parametrize(("name", "why"), [
