@@ -15,6 +15,7 @@ from traces.bundle_values import bad_value
 from traces.models import Run
 from traces.otel.decode import OTLPError, traces
 from traces.otel.steps import run_from_trace
+from traces.schema import Step
 
 MAX_TRACES = 1_000
 
@@ -22,6 +23,28 @@ MAX_TRACES = 1_000
 def import_otlp(data: bytes | str, *, user: Any) -> list[Run]:
     """The runs made of `data`'s traces, in the order the traces came; OTLPError if it is
     not OTLP trace data or holds something that cannot be stored."""
+    drafts = read_otlp(data)
+    runs: list[Run] = []
+    try:
+        for fields, steps in drafts:
+            runs.append(bundle_store.write_run(fields, steps, user=user))
+    except BaseException:
+        for run in runs:
+            bundle_store.discard(run.pk)
+        raise
+    return runs
+
+
+def read_otlp(data: bytes | str) -> list[tuple[dict[str, Any], list[Step]]]:
+    """Each trace's run fields and steps, everything read and checked, nothing written;
+    OTLPError if it is not OTLP trace data or holds something that cannot be stored."""
+    try:
+        return _read(data)
+    except RecursionError:  # JSON in a JSON attribute nested past Python's parser
+        raise OTLPError("nested too deep to read") from None
+
+
+def _read(data: bytes | str) -> list[tuple[dict[str, Any], list[Step]]]:
     groups = traces(data)
     if len(groups) > MAX_TRACES:
         raise OTLPError(f"{len(groups):,} traces, over the {MAX_TRACES:,} one upload may hold")
@@ -35,15 +58,7 @@ def import_otlp(data: bytes | str, *, user: Any) -> list[Run]:
         fields["started_at"] = _when(fields.pop("started_at_ns"))
         fields["finished_at"] = _when(fields.pop("finished_at_ns"))
         drafts.append((fields, steps))
-    runs: list[Run] = []
-    try:
-        for fields, steps in drafts:
-            runs.append(bundle_store.write_run(fields, steps, user=user))
-    except BaseException:
-        for run in runs:
-            bundle_store.discard(run.pk)
-        raise
-    return runs
+    return drafts
 
 
 def _when(ns: int) -> datetime | None:
@@ -69,7 +84,4 @@ def import_file(data: bytes, *, user: Any) -> list[Run]:
     if isinstance(doc, dict) and "format" in doc and not {"resourceSpans",
                                                           "resource_spans"} & set(doc):
         return [import_bundle(doc, user=user)]
-    try:
-        return import_otlp(data, user=user)
-    except RecursionError:
-        raise OTLPError("nested too deep to read") from None
+    return import_otlp(data, user=user)
