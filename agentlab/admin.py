@@ -7,6 +7,7 @@ import json
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import flatten_fieldsets
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import escape, format_html
@@ -72,13 +73,27 @@ class ModelProfileAdmin(admin.ModelAdmin):
     def endpoint(self, obj: ModelProfile) -> str:
         return obj.base_url or "embedded (local SmolLM2)"
 
-    @admin.action(description="Send a test message to the selected profiles")
+    def get_readonly_fields(self, request: HttpRequest, obj: ModelProfile | None = None
+                            ) -> list[str]:
+        """Which secret a profile sends, and where a profile with a key sends it, are the
+        superuser's: other staff never name the variable, nor move a keyed profile's URL."""
+        fields = list(super().get_readonly_fields(request, obj))
+        if not request.user.is_superuser:
+            fields.append("api_key_env")
+            if obj is not None and obj.api_key_env:
+                fields.append("base_url")
+        return fields
+
+    @admin.action(description="Send a test message to the selected profiles",
+                  permissions=["change"])
     def ping(self, request: HttpRequest, queryset: QuerySet[ModelProfile]) -> None:
         from asgiref.sync import async_to_sync
 
         from agentlab.llm.errors import LLMError
         from agentlab.profiles import chat_model
 
+        if not self.has_change_permission(request):  # the action's own rule, checked again
+            raise PermissionDenied
         for profile in queryset:
             model = chat_model(profile)
             try:
@@ -148,6 +163,10 @@ class McpServerAdmin(admin.ModelAdmin):
         ("streamable HTTP", {"fields": ["url", "header_name", "header_env"]}),
     ]
 
+    # What makes the server run a program, or send a secret to a URL: the superuser's only.
+    CONNECTION_FIELDS = ["transport", "command", "args", "env_names", "url", "header_name",
+                         "header_env"]
+
     def formfield_for_dbfield(self, db_field, request, **kwargs):  # noqa: ANN001, ANN201
         # The admin shows help texts as HTML: "mcp__<name>__<tool>" must be said, not parsed.
         field = super().formfield_for_dbfield(db_field, request, **kwargs)
@@ -159,14 +178,28 @@ class McpServerAdmin(admin.ModelAdmin):
     def endpoint(self, obj: McpServer) -> str:
         return obj.url if obj.transport == "http" else " ".join([obj.command, *obj.args])
 
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        """A new server is a new command to run: superusers only."""
+        return request.user.is_superuser and super().has_add_permission(request)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: McpServer | None = None
+                            ) -> list[str]:
+        fields = list(super().get_readonly_fields(request, obj))
+        if not request.user.is_superuser:
+            fields += self.CONNECTION_FIELDS
+        return fields
+
     @admin.display(description="tools")
     def tool_count(self, obj: McpServer) -> int:
         return obj.tools.count()
 
-    @admin.action(description="Refresh tools (list them from the selected servers)")
+    @admin.action(description="Refresh tools (list them from the selected servers)",
+                  permissions=["change"])
     def refresh_tools(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
         from agentlab.tool_rows import refresh_mcp
 
+        if not self.has_change_permission(request):  # the action's own rule, checked again
+            raise PermissionDenied
         for server in queryset:
             try:
                 created, updated = refresh_mcp(server)

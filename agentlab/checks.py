@@ -1,4 +1,5 @@
-"""System checks: misconfiguration fails loudly, with ids (agentlab.W001, W002, E001, E002)."""
+"""System checks: misconfiguration fails loudly, with ids (agentlab.W001, W002, W003, E001,
+E002)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,26 @@ def check_profile_keys(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
         for p in profiles
         if not os.environ.get(p.api_key_env)
     ]
+
+
+@register()
+def check_key_variables(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """agentlab.W003: a profile or an MCP server names a key variable the operator's list
+    (AGENTLAB_KEY_VARIABLES) no longer allows: its requests are refused until it is fixed."""
+    from django.utils.text import capfirst
+
+    from agentlab.llm.keys import key_variable_problem
+    from agentlab.models import McpServer, ModelProfile
+
+    try:
+        named = [(p, p.api_key_env) for p in ModelProfile.objects.exclude(api_key_env="")]
+        named += [(m, m.header_env) for m in McpServer.objects.exclude(header_env="")]
+    except DatabaseError:  # not migrated yet: nothing to check
+        return []
+    return [Warning(f"{capfirst(type(row)._meta.verbose_name)} '{row}': {problem}.",
+                    hint="Add the variable to AGENTLAB_KEY_VARIABLES, or name another one "
+                    "(a superuser, in the admin).", obj=row, id="agentlab.W003")
+            for row, name in named if (problem := key_variable_problem(name))]
 
 
 @register()

@@ -168,6 +168,9 @@ class McpServer(models.Model):
             mcp_env_variable(n)
         if bool(self.header_name) != bool(self.header_env):
             raise ValidationError({"header_env": "Give both the header and its variable."})
+        # The header's value is sent to the URL: only a variable the operator allows for keys.
+        if problem := key_variable_problem(self.header_env):
+            raise ValidationError({"header_env": problem})
 
 
 class Tool(models.Model):

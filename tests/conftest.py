@@ -17,6 +17,13 @@ from pathlib import Path
 
 import pytest
 
+# The operator's allow-list of key variables (agentlab/llm/keys.py) in the tests: the default
+# providers' names and the ones tests set; the processes tests start inherit it.
+os.environ.setdefault("AGENTLAB_KEY_VARIABLES", ",".join([
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "AGENTLAB_TEST_KEY",
+    "AGENTLAB_TEST_SECRET_KEY", "AGENTLAB_UNSET_KEY", "LAB_MCP_TOKEN", "P_API_KEY",
+    "PROVIDER_API_KEY", "HELPER_KEY"]))
+
 pytest_plugins = ["tests.fixtures", "tests.llm_servers", "tests.browser_fixtures",
                   "tests.redis_fixtures", "tests.sockets", "tests.otel_fixtures"]
 

@@ -35,6 +35,12 @@ def whoami() -> str:
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def environment() -> str:
+    """The NAMES of the variables in the server's environment (what its parent handed on)."""
+    return " ".join(sorted(os.environ))
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 def sleep(seconds: float) -> str:
     """Hang for a while (blocks the server, as a stuck server would)."""
     time.sleep(seconds)

@@ -42,8 +42,13 @@ def test_every_variable_the_settings_read_is_refused_as_a_key_variable():
 
 @pytest.mark.parametrize("name", ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN",
                                   "GROQ_KEY", ""])
-def test_key_like_names_are_accepted(name):
-    assert key_variable_problem(name) is None
+def test_key_like_names_the_operator_allows_are_accepted(name):
+    assert key_variable_problem(name, frozenset({name})) is None
+
+
+def test_a_key_like_name_off_the_operators_list_is_refused():
+    assert "not one of the variables" in key_variable_problem("GITHUB_TOKEN")
+    assert "not one of the variables" in key_variable_problem("OPENAI_API_KEY", frozenset())
 
 
 @pytest.mark.parametrize(("name", "why"), [
@@ -64,3 +69,19 @@ def test_the_admin_form_refuses_the_servers_own_variables():
     assert "server itself runs on" in str(info.value.message_dict["api_key_env"])
     profile.api_key_env = "OPENAI_API_KEY"
     profile.full_clean()
+
+
+@pytest.mark.django_db
+def test_a_row_naming_a_variable_off_the_list_is_a_system_warning():
+    from django.core.checks import run_checks
+
+    from agentlab.models import McpServer
+
+    ModelProfile.objects.create(name="old", model="m", api_key_env="GITHUB_TOKEN")
+    McpServer.objects.create(name="hub", transport="http", url="http://127.0.0.1:9/mcp",
+                             header_name="Authorization", header_env="AWS_SESSION_TOKEN")
+    ModelProfile.objects.create(name="fine", model="m", api_key_env="OPENAI_API_KEY")
+    warned = [m.msg for m in run_checks() if m.id == "agentlab.W003"]
+    assert len(warned) == 2, warned
+    assert "Model profile 'old': GITHUB_TOKEN is not one of" in warned[0] + warned[1]
+    assert "MCP server 'hub': AWS_SESSION_TOKEN" in warned[0] + warned[1]

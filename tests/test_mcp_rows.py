@@ -79,7 +79,7 @@ def test_the_admin_action_refreshes_and_reports_a_server_that_is_down(server, st
     page = client.post("/admin/agentlab/mcpserver/", {
         "action": "refresh_tools", "_selected_action": [server.pk, down.pk]}, follow=True)
     text = page.content.decode()
-    assert "Lab: 5 new tool(s): mcp__lab__add" in text  # (the admin capitalises a message)
+    assert "Lab: 6 new tool(s): mcp__lab__add" in text  # (the admin capitalises a message)
     assert "Down: FileNotFoundError" in text and Tool.objects.filter(mcp_server=down).count() == 0
     tool = Tool.objects.get(name="mcp__lab__add")
     change = client.get(f"/admin/agentlab/tool/{tool.pk}/change/").content.decode()

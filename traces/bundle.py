@@ -33,6 +33,8 @@ BUNDLE_FORMAT = "agentlab.run-bundle"
 BUNDLE_VERSION = 1
 # Snapshots hold key *variable names* (api_key_env); anything else named like a secret is dropped.
 _SECRET_NAME = re.compile(r"(api_?key|secret|password|passwd|authorization|access_token)$", re.I)
+# What an MCP server runs (agentlab.tool_rows.mcp_entry): the server's own, never exported.
+_MCP_COMMAND = frozenset({"command", "args", "env", "env_names"})
 
 _INT_MAX = 2**31 - 1  # PositiveIntegerField's range on every database
 # Limits on what a bundle may hold (each refusal names the field). The web upload is capped at
@@ -169,10 +171,16 @@ def export_bundle(run: Run) -> dict[str, Any]:
 
 
 def strip_secrets(value: Any) -> Any:
-    """A copy without keys named like secrets (names ending in `_env` are variable names)."""
+    """A copy without keys named like secrets (names ending in `_env` are variable names),
+    and without what an MCP server runs (its command, arguments and handed-on variables:
+    a token often sits among the arguments) wherever a tool's `mcp` entry names its server."""
     if isinstance(value, dict):
-        return {k: strip_secrets(v) for k, v in value.items()
-                if not (isinstance(k, str) and _SECRET_NAME.search(k))}
+        out = {k: strip_secrets(v) for k, v in value.items()
+               if not (isinstance(k, str) and _SECRET_NAME.search(k))}
+        mcp = out.get("mcp")
+        if isinstance(mcp, dict) and isinstance(mcp.get("server"), dict):
+            mcp["server"] = {k: v for k, v in mcp["server"].items() if k not in _MCP_COMMAND}
+        return out
     if isinstance(value, list):
         return [strip_secrets(v) for v in value]
     return value

@@ -82,10 +82,12 @@ class LiveConsumer(AsyncWebsocketConsumer):
             frame = json.loads(raw)
         except ValueError:
             return await self.error("the frame is not valid JSON", raw)
+        except RecursionError:  # "[[[[…": Python's parser gives up near 1,000 levels
+            return await self.error("the frame is nested too deep", raw)
         if not isinstance(frame, dict):
             return await self.error("the frame must be a JSON object", frame)
         action = frame.get("action")
-        if action not in self.frames:
+        if not isinstance(action, str) or action not in self.frames:  # [] is not hashable
             known = ", ".join(self.frames)
             return await self.error(f"unknown action {action!r} (known: {known})", frame)
         if not await self.authorized(self.frames[action]):
@@ -103,7 +105,10 @@ class LiveConsumer(AsyncWebsocketConsumer):
         await self.refuse()
 
     async def error(self, message: str, frame: Any) -> None:
-        text = frame if isinstance(frame, str) else json.dumps(frame, default=str)
+        try:
+            text = frame if isinstance(frame, str) else json.dumps(frame, default=str)
+        except RecursionError:  # nested nearly as deep as the parser goes
+            text = "(nested too deep to echo)"
         await self.send_json({"type": "error", "error": message, "frame": text[:CLIP]})
 
     async def send_json(self, content: dict[str, Any]) -> None:

@@ -1,15 +1,20 @@
 """Which environment variables a model profile may read its API key from (pure).
 
 A profile names a variable and the client sends its value, as a bearer token, to the profile's
-endpoint. So the name must look like a key (`…_API_KEY`, `…_TOKEN`, `…_KEY`) and must not be one
-the server runs on: its secret key, its database or Redis URL, anything the settings read. The
-admin refuses such a name, and the client refuses it again at run time (a snapshot may come
-from elsewhere).
+endpoint (an MCP server's header variable likewise, to the server's URL). So the name must look
+like a key (`…_API_KEY`, `…_TOKEN`, `…_KEY`), must not be one the server runs on (its secret
+key, its database or Redis URL, anything the settings read), and must be one the operator
+allows: AGENTLAB_KEY_VARIABLES, a comma-separated list (default: DEFAULT_KEY_VARIABLES, the
+common LLM providers' names), read when a name is checked. Any other `*_KEY` or `*_TOKEN` of the
+server's environment (AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN…) is never sent. The admin refuses
+such a name, and the client refuses it again at run time (a snapshot may come from elsewhere).
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 
 KEY_NAME = re.compile(r"^[A-Z][A-Z0-9_]*_(?:API_KEY|TOKEN|KEY)$")
 # What agentlab/settings.py reads (tests/test_keys.py keeps this list complete), and what the
@@ -27,14 +32,33 @@ SERVER_VARIABLES = frozenset({
     # runs on workers (docs/ARCHITECTURE.md "Runs on workers")
     "AGENTLAB_RUNS_ON", "AGENTLAB_TAKEOVER_S", "AGENTLAB_WORKER_GRACE_S", "AGENTLAB_WORKER_POOL",
     "AGENTLAB_DB_POOL",
-    "AGENTLAB_CONTROL_REPLY_S",
+    "AGENTLAB_CONTROL_REPLY_S", "AGENTLAB_KEY_VARIABLES",
 })
 # OTEL_*: the exporter's endpoint and headers (a collector's auth token) are the server's own.
 SERVER_PREFIXES = ("DJANGO_", "OTEL_")
 
 
-def key_variable_problem(name: str) -> str | None:
-    """Why `name` may not hold a profile's API key, or None when it may ("" = no key)."""
+# The operator's allow-list (docs/ARCHITECTURE.md "Settings"), and its default.
+KEY_VARIABLES_SETTING = "AGENTLAB_KEY_VARIABLES"
+DEFAULT_KEY_VARIABLES = (
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "MISTRAL_API_KEY",
+    "GROQ_API_KEY", "TOGETHER_API_KEY", "FIREWORKS_API_KEY", "DEEPSEEK_API_KEY",
+    "OPENROUTER_API_KEY", "XAI_API_KEY", "COHERE_API_KEY", "HF_TOKEN",
+)
+
+
+def allowed_key_variables(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The variables the operator lets a profile or an MCP header name (AGENTLAB_KEY_VARIABLES,
+    comma-separated; unset: DEFAULT_KEY_VARIABLES; set but empty: none)."""
+    raw = (os.environ if environ is None else environ).get(KEY_VARIABLES_SETTING)
+    if raw is None:
+        return frozenset(DEFAULT_KEY_VARIABLES)
+    return frozenset(item.strip() for item in raw.split(",") if item.strip())
+
+
+def key_variable_problem(name: str, allowed: frozenset[str] | None = None) -> str | None:
+    """Why `name` may not hold a profile's API key, or None when it may ("" = no key).
+    `allowed`: the allow-list (None: the operator's, read now)."""
     if not name:
         return None
     if name in SERVER_VARIABLES or name.startswith(SERVER_PREFIXES):
@@ -43,4 +67,8 @@ def key_variable_problem(name: str) -> str | None:
     if not KEY_NAME.match(name):
         return (f"{name!r} does not look like the name of an API key: use upper case, ending in "
                 "_API_KEY, _TOKEN or _KEY (e.g. OPENAI_API_KEY)")
+    allowed = allowed_key_variables() if allowed is None else allowed
+    if name not in allowed:
+        return (f"{name} is not one of the variables the operator allows a key to be read from "
+                f"({KEY_VARIABLES_SETTING}: {', '.join(sorted(allowed)) or 'none'})")
     return None

@@ -21,7 +21,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentlab.llm.keys import SERVER_PREFIXES, SERVER_VARIABLES
+from agentlab.llm.keys import SERVER_PREFIXES, SERVER_VARIABLES, key_variable_problem
 from agentlab.tools.decorator import ToolSpec
 
 STDIO, HTTP = "stdio", "http"
@@ -104,8 +104,9 @@ async def _transport(config: McpServerConfig) -> AsyncIterator[Any]:
 
         headers = {}
         if config.header_name:
-            if env_name_problem(config.header_env) is not None:
-                raise McpError(f"the header's variable {config.header_env!r} may not be used")
+            # Checked again here: a snapshot may come from elsewhere, the list may have changed.
+            if problem := key_variable_problem(config.header_env):
+                raise McpError(f"the header's variable may not be used: {problem}")
             headers[config.header_name] = os.environ.get(config.header_env, "")
         async with httpx2.AsyncClient(headers=headers,
                                       timeout=httpx2.Timeout(config.timeout_s)) as http, \

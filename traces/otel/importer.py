@@ -17,6 +17,7 @@ from traces.bundle_values import bad_value, too_deep_step
 from traces.models import Run
 from traces.otel.decode import Limits, OTLPError, traces
 from traces.otel.steps import run_from_trace
+from traces.schema import Step
 
 MAX_TRACES = 1_000
 
@@ -24,6 +25,28 @@ MAX_TRACES = 1_000
 def import_otlp(data: bytes | str, *, user: Any) -> list[Run]:
     """The runs made of `data`'s traces, in the order the traces came; OTLPError if it is
     not OTLP trace data or holds something that cannot be stored."""
+    drafts = read_otlp(data)
+    runs: list[Run] = []
+    try:
+        for fields, steps in drafts:
+            runs.append(bundle_store.write_run(fields, steps, user=user))
+    except BaseException:
+        for run in runs:
+            bundle_store.discard(run.pk)
+        raise
+    return runs
+
+
+def read_otlp(data: bytes | str) -> list[tuple[dict[str, Any], list[Step]]]:
+    """Each trace's run fields and steps, everything read and checked, nothing written;
+    OTLPError if it is not OTLP trace data or holds something that cannot be stored."""
+    try:
+        return _read(data)
+    except RecursionError:  # JSON in a JSON attribute nested past Python's parser
+        raise OTLPError("nested too deep to read") from None
+
+
+def _read(data: bytes | str) -> list[tuple[dict[str, Any], list[Step]]]:
     groups = traces(data, limits())
     if len(groups) > MAX_TRACES:
         raise OTLPError(f"{len(groups):,} traces, over the {MAX_TRACES:,} one upload may hold")
@@ -41,15 +64,7 @@ def import_otlp(data: bytes | str, *, user: Any) -> list[Run]:
         fields["started_at"] = _when(fields.pop("started_at_ns"))
         fields["finished_at"] = _when(fields.pop("finished_at_ns"))
         drafts.append((fields, steps))
-    runs: list[Run] = []
-    try:
-        for fields, steps in drafts:
-            runs.append(bundle_store.write_run(fields, steps, user=user))
-    except BaseException:
-        for run in runs:
-            bundle_store.discard(run.pk)
-        raise
-    return runs
+    return drafts
 
 
 def limits() -> Limits:
@@ -66,6 +81,19 @@ def _when(ns: int) -> datetime | None:
         return datetime.fromtimestamp(ns / 1e9, tz=UTC) if ns else None
     except (OverflowError, OSError, ValueError):
         raise OTLPError(f"a span's time ({ns} ns) is not a date") from None
+
+
+def _plain_text(data: bytes, shown: int = 40) -> str | None:
+    """The first words of `data` when it is plain text (UTF-8, no control characters but
+    line breaks and tabs), else None: OTLP protobuf is binary (ids are random bytes)."""
+    try:
+        text = data[:4096].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if any(not (c.isprintable() or c in "\n\r\t") for c in text):
+        return None
+    words = " ".join(text.split())
+    return words if len(words) <= shown else words[: shown - 1] + "…"
 
 
 def import_file(data: bytes, *, user: Any) -> list[Run]:
@@ -90,20 +118,4 @@ def import_file(data: bytes, *, user: Any) -> list[Run]:
     if isinstance(doc, dict) and "format" in doc and not {"resourceSpans",
                                                           "resource_spans"} & set(doc):
         return [import_bundle(doc, user=user)]
-    try:
-        return import_otlp(data, user=user)
-    except RecursionError:
-        raise OTLPError("nested too deep to read") from None
-
-
-def _plain_text(data: bytes, shown: int = 40) -> str | None:
-    """The first words of `data` when it is plain text (UTF-8, no control characters but
-    line breaks and tabs), else None: OTLP protobuf is binary (ids are random bytes)."""
-    try:
-        text = data[:4096].decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if any(not (c.isprintable() or c in "\n\r\t") for c in text):
-        return None
-    words = " ".join(text.split())
-    return words if len(words) <= shown else words[: shown - 1] + "…"
+    return import_otlp(data, user=user)

@@ -247,7 +247,7 @@ def _cut(text: str, limit: int) -> str:
 def _int(value: Any) -> int:
     try:
         return max(int(value or 0), 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite double
         return 0
 
 
