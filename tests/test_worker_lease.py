@@ -1,5 +1,6 @@
 """A worker's lease (agentlab/workers/lease.py), without a database: when the heartbeat thread
-and a run's fence stop the worker, and when they let it go on."""
+and a run's fence stop the worker, and when they let it go on; and the run that keeps stopping
+its workers (agentlab/workers/job.py, on the test database)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from agentlab.workers import job
 from agentlab.workers.lease import EXIT_LOST, Lease
+from traces.models import Run, Step
 
 
 class Stopped(Exception):
@@ -92,3 +95,20 @@ def test_before_it_registers_the_lease_waits_and_after_it_unregisters_it_ends() 
     held.last_sent -= 100
     held.beat(conn)
     assert conn.beats == 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_run_that_keeps_stopping_its_workers_ends_failed_instead_of_another_takeover(
+        user) -> None:
+    """Taken over more than MAX_TAKEOVERS times (each worker executing it stopped: its loop
+    stalled for good), the run is not executed again: it ends failed, saying why, fenced by
+    the execution that ended it."""
+    run = await Run.objects.acreate(user=user, input="Stall.", agent_name="t", paradigm="react",
+                                    status="running", worker="engine:gone:1/2@3.4#abcd")
+    await job._execute(run.pk, None, attempts=job.MAX_TAKEOVERS + 1)
+    ended = await Run.objects.aget(pk=run.pk)
+    assert ended.status == "failed" and ended.finished_at is not None
+    assert f"stopped {job.MAX_TAKEOVERS + 1} times" in ended.error
+    assert "engine:gone:1/2@3.4#abcd" in ended.error
+    assert ended.worker != "engine:gone:1/2@3.4#abcd" and "#" in ended.worker  # claimed here
+    assert not await Step.objects.filter(run=run).aexists()  # nothing executed
