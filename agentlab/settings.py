@@ -210,6 +210,9 @@ AGENTLAB_HOOKS = {
 }
 # A worker silent this long (no heartbeat, s) has its runs taken over by another worker.
 AGENTLAB_TAKEOVER_S = env_int("AGENTLAB_TAKEOVER_S", 10)
+# A worker whose event loop has not run for this long (s) stops, and its runs are taken over
+# (its heartbeat, from a thread, keeps a shorter stall from looking like a dead worker); 0: never.
+AGENTLAB_WORKER_STALL_S = env_int("AGENTLAB_WORKER_STALL_S", 120)
 # SIGTERM: a worker takes no new run and finishes the ones it holds for at most this long (s).
 AGENTLAB_WORKER_GRACE_S = env_int("AGENTLAB_WORKER_GRACE_S", 600)
 # Database connections of a worker's job queue (its runs' steps use Django's own).

@@ -9,13 +9,15 @@ and a Writer made by the test is built while mutation testing can still change h
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 
-from agentlab.runs.writer import RETRY_LATER_TRIES, Writer
+from agentlab.runs.recorder import FENCE, Recorder, mark_failed, save_status
+from agentlab.runs.writer import RETRY_LATER_TRIES, Fence, TakenOver, Writer
 from tests.waiting import await_until
 from traces.models import Run, Step
 from traces.schema import Step as StepRecord
@@ -261,3 +263,60 @@ async def test_a_write_kept_for_later_waits_for_a_batch_that_commits_and_gives_u
     gave_up = [r for r in caplog.records if r.getMessage().startswith("gave up")]
     assert [r.getMessage() for r in gave_up] == [f"gave up after {RETRY_LATER_TRIES} tries: "
                                                  "never(7,)"]
+
+
+class FencedOwner(Owner):
+    """A worker's run (agentlab.workers.job): written only while `Run.worker` is the fence's."""
+
+    def __init__(self, run_id: int, fence: Fence) -> None:
+        super().__init__(run_id)
+        self.fence = fence
+
+
+async def test_a_fenced_run_is_written_only_while_it_is_still_this_executions(user):
+    """Once another execution claimed the run (another worker took it over: `Run.worker`
+    names it), this one's rows and statuses are refused with TakenOver, its fence is told,
+    and nothing of it is written; another run's row in the same batch is."""
+    writer = Writer()
+    lost: list[tuple[int, str]] = []
+    fence = Fence("engine:me#1", lost=lambda run_id, why: lost.append((run_id, why)))
+    run = await a_run(user, worker="engine:me#1", status="running")
+    other = await a_run(user)
+    owner = FencedOwner(run.pk, fence)
+    await writer.step(owner, tool_step(1))
+    assert await rows(run) == [(1, "ok", "4")] and not lost
+
+    await Run.objects.filter(pk=run.pk).aupdate(worker="engine:them#2")  # taken over
+    refused = writer.step(owner, tool_step(1, text="5"))
+    fine = writer.step(Owner(other.pk), tool_step(1))
+    with pytest.raises(TakenOver, match="engine:them#2"):
+        await refused
+    await fine
+    assert await rows(run) == [(1, "ok", "4")] and len(await rows(other)) == 1
+    assert [run_id for run_id, _why in lost] == [run.pk]
+    assert (await Run.objects.aget(pk=run.pk)).step_count == 1
+
+    with pytest.raises(TakenOver):
+        await writer.call(functools.partial(save_status, fence=fence), run.pk, "failed",
+                          {"error": "late"})
+    assert await sync_to_async(mark_failed)(run.pk, "succeeded", "late", fence=fence) == 0
+    after = await Run.objects.aget(pk=run.pk)
+    assert (after.status, after.error, after.worker) == ("running", "", "engine:them#2")
+
+
+async def test_a_recorder_made_under_a_fence_checks_it_before_each_step(user):
+    """A worker's lease that lapsed stops the run before its step is written or shown."""
+    run = await a_run(user, worker="engine:me#1", status="running")
+
+    def lapsed() -> None:
+        raise TakenOver("the lease lapsed")
+
+    token = FENCE.set(Fence("engine:me#1", check=lapsed))
+    try:
+        recorder = Recorder(run.pk, publish=False)
+    finally:
+        FENCE.reset(token)
+    assert Recorder(run.pk).fence is None  # made outside: not fenced
+    with pytest.raises(TakenOver):
+        await recorder.step(tool_step(1))
+    assert await rows(run) == []

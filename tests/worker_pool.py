@@ -23,14 +23,15 @@ TAKEOVER_S = 3  # AGENTLAB_TAKEOVER_S of the workers: a run whose worker is gone
 class Workers:
     """`manage.py worker` processes on this test's database and Redis."""
 
-    def __init__(self) -> None:
+    def __init__(self, entry: tuple[str, ...] = ("manage.py", "worker")) -> None:
+        self.entry = entry  # what the interpreter runs: the command, or a module (-m) like it
         self.procs: list[subprocess.Popen[bytes]] = []
         self.env = {**os.environ, "DATABASE_URL": database_url(connection.settings_dict),
                     "AGENTLAB_RUNS_ON": "workers", "AGENTLAB_TAKEOVER_S": str(TAKEOVER_S),
                     "AGENTLAB_WORKER_GRACE_S": "60", "PYTHONUNBUFFERED": "1"}
 
     def start(self, count: int = 1) -> list[subprocess.Popen[bytes]]:
-        new = [subprocess.Popen([sys.executable, "manage.py", "worker", "--concurrency", "20"],
+        new = [subprocess.Popen([sys.executable, *self.entry, "--concurrency", "20"],
                                 cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE) for _ in range(count)]
         self.procs += new
@@ -51,7 +52,8 @@ class Workers:
     def holder(self, run: Run) -> subprocess.Popen[bytes]:
         run.refresh_from_db()
         assert run.worker.startswith(WORKER_PREFIX), run.worker
-        identity = parse_process_id(run.worker.removeprefix(WORKER_PREFIX))
+        # "engine:<process id>#<claim>": the claim tells one execution of the run from another
+        identity = parse_process_id(run.worker.removeprefix(WORKER_PREFIX).partition("#")[0])
         assert identity is not None
         return next(p for p in self.procs if p.pid == identity.pid)
 

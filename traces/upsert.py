@@ -10,11 +10,19 @@ On PostgreSQL the same statement also adds the new rows to their runs' `step_cou
 (`counting=True`: a data-modifying WITH; a row the upsert inserted has `xmax = 0`, one it
 updated has not): one round trip per batch of steps instead of four (BEGIN, the upsert, the
 counts, COMMIT), which was most of the SQL a worker's step cost (`bench_live --calls`).
+
+A row may be *fenced* (a worker's run, agentlab.workers): written only while `Run.worker` still
+holds the owner given with it. Its run id is then read from the run's row in the same
+statement, `(SELECT id … WHERE worker = owner FOR KEY SHARE)`: a run taken over by another
+worker meanwhile gives NULL, and the statement fails on the column's NOT NULL instead of
+writing a step the new owner executes (the writer tells the two failures apart). The lock
+orders the write against the takeover's claim (`SELECT … FOR UPDATE` of the same row): either
+the row is written first and the new owner's plan sees it, or it is not written at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -45,12 +53,24 @@ def _insert_head(vendor: str) -> tuple[str, str, str]:
     return head, row, tail
 
 
-def upsert_steps(rows: Iterable[tuple[int, StepRecord]]) -> bool:
+@cache
+def _fenced_row(vendor: str) -> str:
+    """A row whose run id is its run's own, only while `Run.worker` is the given owner."""
+    qn = connection.ops.quote_name
+    lock = " FOR KEY SHARE" if vendor == "postgresql" else ""
+    run = (f"(SELECT {qn('id')} FROM {qn(Run._meta.db_table)} WHERE {qn('id')} = %s "
+           f"AND {qn('worker')} = %s{lock})")
+    return f"({', '.join(run if f.name == 'run' else '%s' for f in FIELDS)})"
+
+
+def upsert_steps(rows: Iterable[tuple[int, StepRecord]],
+                 fences: Sequence[str | None] | None = None) -> bool:
     """Insert or replace each (run id, step) row, keyed by run and seq; True when the new
     rows were also counted on their runs (PostgreSQL), False when the caller counts them
-    (`add_step_counts`)."""
+    (`add_step_counts`). `fences[i]`, when given and not None: row i is written only while
+    its run's `Run.worker` is that owner (else the statement fails, see above)."""
     counting = counts_in_statement()
-    execute(statements(rows, counting=counting))
+    execute(statements(rows, counting=counting, fences=fences))
     return counting
 
 
@@ -61,24 +81,45 @@ def counts_in_statement() -> bool:
 Statement = tuple[str, list[Any]] | list[Step]
 
 
-def statements(rows: Iterable[tuple[int, StepRecord]], *, counting: bool = False
-               ) -> list[Statement]:
+def statements(rows: Iterable[tuple[int, StepRecord]], *, counting: bool = False,
+               fences: Sequence[str | None] | None = None) -> list[Statement]:
     """The statements that upsert the rows, their values already prepared: the CPU work,
     which needs no transaction (the bundle importer does it before taking the write lock).
-    `counting` (PostgreSQL only): each statement also adds its new rows to `step_count`."""
+    `counting` (PostgreSQL only): each statement also adds its new rows to `step_count`.
+    `fences`: see `upsert_steps` (SQLite and PostgreSQL only)."""
     objects = [Step.from_record(run_id, record) for run_id, record in rows]
     if not objects:
         return []
     if not native():
         return [objects]
+    owners = list(fences) if fences is not None else [None] * len(objects)
     head, row, tail = _insert_head(connection.vendor)
+    fenced = _fenced_row(connection.vendor)
     out: list[Statement] = []
     for start in range(0, len(objects), ROWS_PER_STATEMENT):
         chunk = objects[start:start + ROWS_PER_STATEMENT]
-        params = [f.get_db_prep_save(getattr(obj, f.attname), connection)
-                  for obj in chunk for f in FIELDS]
-        sql = head + ", ".join([row] * len(chunk)) + tail
+        chunk_owners = owners[start:start + ROWS_PER_STATEMENT]
+        params: list[Any] = [f.get_db_prep_save(getattr(obj, f.attname), connection)
+                             for obj in chunk for f in FIELDS]
+        if any(owner is not None for owner in chunk_owners):
+            params = _with_owners(params, chunk_owners)
+        sql = head + ", ".join(row if owner is None else fenced for owner in chunk_owners) + tail
         out.append((_counted(sql) if counting else sql, params))
+    return out
+
+
+_RUN_AT = next(i for i, f in enumerate(FIELDS) if f.name == "run")
+
+
+def _with_owners(params: list[Any], owners: Sequence[str | None]) -> list[Any]:
+    """A fenced row's values with its owner after its run id (as `_fenced_row` reads them)."""
+    out: list[Any] = []
+    width = len(FIELDS)
+    for i, owner in enumerate(owners):
+        values = params[i * width:(i + 1) * width]
+        if owner is not None:
+            values.insert(_RUN_AT + 1, owner)
+        out += values
     return out
 
 

@@ -22,15 +22,24 @@ status is written with retries (STATUS_RETRY_DELAYS_S, each failure logged); if 
 cannot be, the run is marked `failed` on a fresh connection from another thread, and if even
 that fails the writer tries again after its next successful batch. A process that dies
 leaves its runs to the next process that starts (traces.startup).
+
+A run a worker executes is fenced (`FENCE`, set by agentlab.workers.job for the run's task and
+read by each recorder made in it): its rows and statuses are written only while `Run.worker`
+still names this execution, and before each step the fence checks that this worker's lease
+is still good. A run taken over by another worker (this one's loop stalled past the takeover
+time) raises `TakenOver` instead of writing; nothing is retried or marked failed then: the run
+is the new owner's to end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +48,7 @@ from django.utils import timezone
 
 from agentlab.runs import fanout
 from agentlab.runs.registry import REGISTRY
-from agentlab.runs.writer import WRITER
+from agentlab.runs.writer import WRITER, Fence, TakenOver, taken_over
 from traces import startup
 from traces.models import Run
 from traces.owners import owner_id
@@ -52,16 +61,25 @@ log = logging.getLogger(__name__)
 STATUS_RETRY_DELAYS_S = (0.2, 1.0, 3.0)  # after the first try of a status write
 CLOSING_RETRY_DELAYS_S = (0.2, 1.0)  # after the first try of a closing step's row
 
+# The fence of the runs started in this context (a worker's job sets it; None elsewhere).
+FENCE: ContextVar[Fence | None] = ContextVar("agentlab_run_fence", default=None)
 
-def save_status(run_id: int, status: str, detail: dict[str, Any]) -> None:
+
+def save_status(run_id: int, status: str, detail: dict[str, Any], *,
+                fence: Fence | None = None) -> None:
     """Write a status to the run's row: what the writer thread runs for `Recorder.status`.
     Public as the seam where a status write happens: tests call it in their own thread (mutation
-    testing sees only that thread) and break it on purpose, as a database refusing it would."""
+    testing sees only that thread) and break it on purpose, as a database refusing it would.
+    With a `fence`, only while `Run.worker` is its owner (else TakenOver)."""
     fields: dict[str, Any] = {"status": status}
     now = timezone.now()
-    if status == "running":
+    rows = Run.objects.filter(pk=run_id)
+    if fence is not None:
+        rows = rows.filter(worker=fence.owner)  # its owner stays: it names this execution
+    elif status == "running":
         fields |= {"worker": owner_id()}
-        Run.objects.filter(pk=run_id, started_at__isnull=True).update(started_at=now)
+    if status == "running":
+        rows.filter(started_at__isnull=True).update(started_at=now)
     if status in FINISHED_STATUSES:
         fields["finished_at"] = now
     if "answer" in detail:
@@ -71,14 +89,19 @@ def save_status(run_id: int, status: str, detail: dict[str, Any]) -> None:
     for key in RUN_TOTALS:
         if key in detail.get("totals", {}):
             fields[key] = detail["totals"][key]
-    Run.objects.filter(pk=run_id).update(**fields)
+    if not rows.update(**fields) and fence is not None and (
+            lost := taken_over(run_id, fence)) is not None:
+        raise lost
 
 
-def mark_failed(run_id: int, status: str, reason: str) -> int:
+def mark_failed(run_id: int, status: str, reason: str, *, fence: Fence | None = None) -> int:
     """The last resort when a run's final status cannot be written: the fewest columns, and
-    only if the run is still active; how many runs it marked. Public for the same reason as
-    `save_status`."""
-    return Run.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES).update(
+    only if the run is still active (and, with a `fence`, still its owner's); how many runs it
+    marked. Public for the same reason as `save_status`."""
+    rows = Run.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES)
+    if fence is not None:
+        rows = rows.filter(worker=fence.owner)
+    return rows.update(
         status="failed", finished_at=timezone.now(),
         error=f"Its end ({status}) could not be recorded, so its answer and totals are not "
               f"stored: {reason}")
@@ -182,8 +205,11 @@ class Recorder:
         self._saved: set[int] = set()  # seqs with a row (touched by the writer thread only)
         self._unwritten: list[asyncio.Future[None]] = []  # finished rows not yet waited for
         self._lost: list[str] = []  # rows that could not be written: why
+        self.fence = FENCE.get()  # a worker's run: written only while it is still its own
 
     async def step(self, step: StepRecord) -> None:
+        if self.fence is not None:
+            self.fence.check()  # a worker whose lease lapsed goes no further (TakenOver)
         recorded_at = time.time()
         record = step.to_dict()  # a deep copy: the run may change its dicts after this
         # version: which emission of this seq (consumers render each version once per process);
@@ -210,6 +236,8 @@ class Recorder:
             return
         try:
             await written_row
+        except TakenOver:
+            raise
         except Exception as exc:
             self._lost.append(f"step {step.seq} ({step.kind}): {exc}")
             raise
@@ -242,6 +270,8 @@ class Recorder:
             try:
                 await attempt
                 return
+            except TakenOver:
+                raise  # the new owner ends the run
             except Exception as exc:
                 error = exc
             if delay is None:
@@ -269,6 +299,8 @@ class Recorder:
             await asyncio.to_thread(_on_own_connection, startup.sweep_once)
         try:
             await self.durable()
+        except TakenOver:
+            raise  # not ours to end: the worker that took it over ends it
         except Exception as exc:  # the run is ending either way; its status must still be written
             log.exception("run %s: a step's row could not be written", self.run_id)
             self._lost.append(f"a step written ahead: {exc}")
@@ -293,8 +325,14 @@ class Recorder:
             if delay:
                 await asyncio.sleep(delay)
             try:
-                await WRITER.call(save_status, self.run_id, status, detail)
+                if self.fence is None:
+                    await WRITER.call(save_status, self.run_id, status, detail)
+                else:
+                    await WRITER.call(functools.partial(save_status, fence=self.fence),
+                                      self.run_id, status, detail)
                 return
+            except TakenOver:
+                raise  # neither retried nor marked failed: the run is another worker's now
             except Exception as exc:
                 error = exc
                 log.warning("run %s: writing its status %r failed (try %d of %d): %s",
@@ -305,13 +343,14 @@ class Recorder:
         log.error("run %s: its status %r could not be written; marking it failed instead",
                   self.run_id, status)
         reason = f"{type(error).__name__}: {error}"
+        mark = (mark_failed if self.fence is None
+                else functools.partial(mark_failed, fence=self.fence))
         try:
-            await asyncio.to_thread(_on_own_connection, mark_failed, self.run_id, status,
-                                    reason)
+            await asyncio.to_thread(_on_own_connection, mark, self.run_id, status, reason)
         except Exception:
             log.exception("run %s: could not mark it failed either; the writer tries again "
                           "after its next write", self.run_id)
-            WRITER.retry_later(mark_failed, self.run_id, status, reason)
+            WRITER.retry_later(mark, self.run_id, status, reason)
 
     def publish(self, message: dict[str, Any]) -> None:
         """Publish `message` after every step handed over before it (at once if none waits)."""

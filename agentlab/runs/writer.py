@@ -12,6 +12,12 @@ version its run did not wait for, then its end) are one row: the later. If a bat
 job is tried on its own, so one bad row (its run deleted meanwhile) fails alone and its caller
 hears why. `retry_later` keeps a write that nothing could do now (the recorder's last resort
 for a run's end) and tries it after the next batch that commits, up to RETRY_LATER_TRIES times.
+
+A run a worker executes is *fenced* (its recorder's `fence`, agentlab.workers.job): its rows
+are written only while `Run.worker` still names this execution (traces.upsert), so a worker
+whose run was taken over meanwhile (its event loop stalled past the takeover time) never
+writes a step over the new owner's. Such a refused row fails with `TakenOver`, and the fence
+hears it at once, from this thread (`Fence.lost`: a worker stops there).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any, Protocol
 
 from django.db import connection, transaction
 
+from traces.models import Run
 from traces.schema import Step as StepRecord
 from traces.upsert import (
     ROWS_PER_STATEMENT,
@@ -41,12 +48,46 @@ log = logging.getLogger(__name__)
 RETRY_LATER_TRIES = 20
 
 
+class TakenOver(Exception):
+    """The run is no longer this execution's: another worker took it over (`Run.worker`
+    names another owner). Nothing of this execution is written from then on."""
+
+
+@dataclass(frozen=True)
+class Fence:
+    """What a run's writes are conditional on, and whom to tell when they are refused."""
+
+    owner: str  # the value of `Run.worker` while this execution owns the run
+    # Called before each step the run records: raises (or stops the process) when this
+    # execution may have lost the run already (a worker's lease, agentlab.workers.lease).
+    check: Callable[[], None] = lambda: None
+    # Called (from any thread) when a write found the run another's; may not return.
+    lost: Callable[[int, str], None] = lambda run_id, why: None
+
+
 class Owner(Protocol):
-    """The recorder a step comes from: which of its run's seqs already have a row."""
+    """The recorder a step comes from: which of its run's seqs already have a row, and the
+    fence its writes are conditional on (None: none)."""
 
     run_id: int
+    fence: Fence | None
 
     def saved(self) -> set[int]: ...
+
+
+def _fence(owner: Owner) -> Fence | None:
+    return getattr(owner, "fence", None)
+
+
+def taken_over(run_id: int, fence: Fence) -> TakenOver | None:
+    """A TakenOver when the run exists and `Run.worker` is no longer the fence's owner (the
+    fence is told); None when it is still this execution's (or the run is gone)."""
+    worker = Run.objects.filter(pk=run_id).values_list("worker", flat=True).first()
+    if worker is None or worker == fence.owner:
+        return None
+    why = f"run {run_id} was taken over by {worker} (this execution is {fence.owner})"
+    fence.lost(run_id, why)
+    return TakenOver(why)
 
 
 @dataclass
@@ -150,8 +191,20 @@ class Writer:
         except Exception as exc:
             connection.close()  # whatever broke, the next transaction starts on a fresh one
             if len(jobs) == 1:
-                return [exc]
+                return [_why_refused(jobs[0], exc)]
         return [self._write([job])[0] for job in jobs]
+
+
+def _why_refused(job: Job, exc: Exception) -> Exception:
+    """A fenced row refused because its run was taken over: TakenOver; else `exc`."""
+    fence = _fence(job.owner) if isinstance(job, StepJob) else None
+    if fence is None:
+        return exc
+    try:
+        return taken_over(job.owner.run_id, fence) or exc
+    except Exception:  # the database is down: the first error is the one that counts
+        connection.close()
+        return exc
 
 
 def _committed(jobs: list[Job]) -> list[Any]:
@@ -168,16 +221,22 @@ def _committed(jobs: list[Job]) -> list[Any]:
 def _write_together(jobs: list[Job]) -> tuple[list[Any], list[StepJob]]:
     # One row per (run, seq), its latest version: an earlier one (a step's "running" version,
     # which its run did not wait for) is superseded by the version after it in the same batch.
-    latest: dict[tuple[int, int], StepJob] = {}
+    latest: dict[tuple[int, int, str | None], StepJob] = {}
     for job in jobs:
         if isinstance(job, StepJob):
             job.superseded = False  # afresh: a failed batch is tried again job by job
-            key = (job.owner.run_id, job.record.seq)
+            # Two executions of one run in one process (the first was taken over) are two
+            # rows, so that the one that is not the run's any more is refused, not superseded.
+            fence = _fence(job.owner)
+            key = (job.owner.run_id, job.record.seq, fence.owner if fence else None)
             if (earlier := latest.pop(key, None)) is not None:
                 earlier.superseded = True
             latest[key] = job
     steps = list(latest.values())
-    if not upsert_steps((j.owner.run_id, j.record) for j in steps):
+    fences = [fence.owner if (fence := _fence(j.owner)) is not None else None for j in steps]
+    rows = ((j.owner.run_id, j.record) for j in steps)
+    # Fenced rows (a worker's runs) are written only while the run is still theirs.
+    if not (upsert_steps(rows, fences) if any(fences) else upsert_steps(rows)):
         # Only a run's own recorder writes its steps, so it knows which seqs are new rows.
         add_step_counts(Counter(j.owner.run_id for j in steps
                                 if j.record.seq not in j.owner.saved()))

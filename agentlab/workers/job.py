@@ -1,24 +1,30 @@
 """The job a worker executes for one run (its process: agentlab.workers.process).
 
 `execute(run_id, debug)` claims the run for this worker (its `Run.worker` becomes
-`engine:<this process>`, which the start-up sweep of traces.startup leaves to the engine),
-then runs it exactly as a web process would (agentlab.runs.engine.start_here: a replay, fork or
-resume rebuilds its record from the database; recorder, fanout, RunControl), its control group
-joined while it runs here. A run that another worker had started (a retried job: that worker
-stopped) continues from its trace (takeover.py). When the run has ended — also when a retried
-job finds it already over — a run that answers an evaluation case is scored here, and its
-experiment advanced (agentlab.evals.on_workers.settle).
+`engine:<this process>#<claim>`, which the start-up sweep of traces.startup leaves to the
+engine; the claim part tells this execution from any other, even in the same process), then
+runs it fenced by that owner (agentlab.runs.writer: its rows and statuses are written only
+while `Run.worker` still names this execution; this worker's lease is checked before each
+step, agentlab.workers.lease), exactly as a web process would run it
+(agentlab.runs.engine.start_here: a replay, fork or resume rebuilds its record from the
+database; recorder, fanout, RunControl), its control group joined while it runs here. A
+run that another worker had started (a retried job: that worker stopped) continues from its
+trace (takeover.py). When the run has ended — also when a retried job finds it already over —
+a run that answers an evaluation case is scored here, and its experiment advanced
+(agentlab.evals.on_workers.settle).
 
-`serve()` is what `manage.py worker` runs: procrastinate's worker (one event loop, up to
-`concurrency` runs at once, a heartbeat every second), the control relay, and the sweep that
-hands the jobs of a worker silent for AGENTLAB_TAKEOVER_S back to the queue
-(procrastinate's `get_stalled_jobs` + `retry_job`), so another worker takes them over.
+A run whose job has been taken over more than MAX_TAKEOVERS times ends failed instead of
+being executed once more: what it does stops every worker that executes it (a call that
+stalls the loop for good), and each takeover would stop one more.
+
+`serve()` (agentlab.workers.process) is what `manage.py worker` runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -29,7 +35,10 @@ from django.utils import timezone
 from agentlab.evals.on_workers import settle
 from agentlab.runs import control as run_control
 from agentlab.runs import engine
+from agentlab.runs.recorder import FENCE, Recorder
 from agentlab.runs.registry import REGISTRY
+from agentlab.runs.writer import Fence
+from agentlab.workers.lease import LEASE
 from agentlab.workers.relay import RELAY
 from agentlab.workers.takeover import plan_takeover
 from traces.models import Run
@@ -37,6 +46,8 @@ from traces.owners import owner_id, process_id
 from traces.schema import ACTIVE_STATUSES
 
 log = logging.getLogger(__name__)
+
+MAX_TAKEOVERS = 3  # executions of a run after the first that a job may start
 
 
 @database_sync_to_async
@@ -53,15 +64,18 @@ def claim(run_id: int) -> tuple[Run, str | None] | None:
         if row is None or row["status"] not in ACTIVE_STATUSES:
             return None
         started = {"started_at": timezone.now()} if row["status"] == "queued" else {}
-        Run.objects.filter(pk=run_id).update(worker=owner_id(), **started)
+        # This execution's own owner: a fence no other execution of the run shares.
+        Run.objects.filter(pk=run_id).update(worker=f"{owner_id()}#{secrets.token_hex(4)}",
+                                             **started)
     previous = row["worker"] if row["status"] != "queued" else None
     return Run.objects.select_related("user").get(pk=run_id), previous
 
 
 async def execute(context: Any, run_id: int, debug: dict[str, Any] | None = None) -> None:
     """procrastinate's task body (registered in agentlab.workers.app)."""
+    attempts = getattr(getattr(context, "job", None), "attempts", 0) or 0
     try:
-        await _execute(run_id, debug)
+        await _execute(run_id, debug, attempts)
     finally:
         await asyncio.shield(_settle(run_id))
 
@@ -73,12 +87,21 @@ async def _settle(run_id: int) -> None:
         log.exception("run %s ended, but its evaluation could not be scored", run_id)
 
 
-async def _execute(run_id: int, debug: dict[str, Any] | None) -> None:
+async def _execute(run_id: int, debug: dict[str, Any] | None, attempts: int = 0) -> None:
     claimed = await claim(run_id)
     if claimed is None:
         log.info("run %s is no longer active; nothing to execute", run_id)
         return
     run, previous = claimed
+    lease = LEASE[0] if LEASE else None
+    # Every recorder of the run (its steps, its statuses) is made in this task's context.
+    FENCE.set(Fence(run.worker, check=lease.check, lost=lease.lost) if lease is not None
+              else Fence(run.worker))
+    if previous is not None and attempts > MAX_TAKEOVERS:
+        await Recorder(run_id).status("failed", {"error": (
+            f"the worker executing it stopped {attempts} times (the last was {previous}), "
+            "so it is not taken over again; its trace shows how far it got")})
+        return
     prepare = None
     if previous is not None:
         plan = await sync_to_async(plan_takeover)(run, by=process_id(), previous=previous)

@@ -1,5 +1,7 @@
 """A worker process, what `manage.py worker` runs: procrastinate's worker (one event loop,
-up to `concurrency` runs at once, a heartbeat every second), the control relay, and the sweep
+up to `concurrency` runs at once), its heartbeat from a thread of its own that stops the
+process when the loop stalls for good or the lease lapses (agentlab.workers.lease), the
+control relay, and the sweep
 that hands the jobs of a worker silent for AGENTLAB_TAKEOVER_S back to the queue
 (procrastinate's `get_stalled_jobs` + `retry_job`), so another worker takes them over, and
 gives a job to any engine run queued without one (`queue_orphans`).
@@ -16,8 +18,10 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils import timezone
 from procrastinate.exceptions import AlreadyEnqueued
+from procrastinate.worker import Worker
 
-from agentlab.workers.app import QUEUE, run_job, run_lock, worker_app
+from agentlab.workers.app import QUEUE, conninfo, run_job, run_lock, worker_app
+from agentlab.workers.lease import HEARTBEAT_S, LEASE, Lease
 from agentlab.workers.relay import RELAY, Relay
 from traces import startup
 from traces.models import Run
@@ -25,7 +29,6 @@ from traces.owners import WORKER_PREFIX, become_worker, process_id
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_S = 1.0
 ORPHANS_PER_SWEEP = 100
 
 
@@ -74,6 +77,18 @@ def _stale_engine_runs() -> list[int]:
                 .order_by("pk").values_list("pk", flat=True)[:ORPHANS_PER_SWEEP])
 
 
+class _Worker(Worker):
+    """procrastinate's worker, which tells the lease when it is asked to stop (its row goes
+    then, which is no loss)."""
+
+    lease: Lease | None = None
+
+    def stop(self) -> None:
+        if self.lease is not None:
+            self.lease.stopping = True
+        super().stop()
+
+
 async def serve(concurrency: int) -> None:
     """One worker process: runs until SIGTERM/SIGINT, then finishes the runs it holds (for at
     most AGENTLAB_WORKER_GRACE_S) and exits."""
@@ -84,14 +99,24 @@ async def serve(concurrency: int) -> None:
         relay = await Relay().start()
         RELAY[:] = [relay]
         sweeper = asyncio.get_running_loop().create_task(hand_back_stalled(app))
+        worker = _Worker(
+            app=app, queues=[QUEUE], concurrency=concurrency, name=process_id(),
+            update_heartbeat_interval=HEARTBEAT_S,
+            stalled_worker_timeout=settings.AGENTLAB_TAKEOVER_S,
+            fetch_job_polling_interval=1.0,
+            shutdown_graceful_timeout=settings.AGENTLAB_WORKER_GRACE_S)
+        # The heartbeat that counts is the lease's thread's (procrastinate's own, on the loop,
+        # goes on too): a stalled loop is not a dead worker.
+        lease = worker.lease = Lease(
+            conninfo(), worker,
+            takeover_s=settings.AGENTLAB_TAKEOVER_S,
+            stall_s=settings.AGENTLAB_WORKER_STALL_S).start()
+        LEASE[:] = [lease]
         try:
-            await app.run_worker_async(
-                queues=[QUEUE], concurrency=concurrency, name=process_id(),
-                update_heartbeat_interval=HEARTBEAT_S,
-                stalled_worker_timeout=settings.AGENTLAB_TAKEOVER_S,
-                fetch_job_polling_interval=1.0,
-                shutdown_graceful_timeout=settings.AGENTLAB_WORKER_GRACE_S)
+            await worker.run()
         finally:
+            lease.stop()
+            LEASE.clear()
             sweeper.cancel()
             await relay.stop()
             RELAY.clear()
