@@ -24,7 +24,7 @@ from django.db import transaction
 from agentlab.forks.record import ForkError, ReplayPlan, plan_for
 from agentlab.models import Agent
 from agentlab.runs import engine, room
-from agentlab.runs.snapshot import RECORDED_FIELDS, snapshot
+from agentlab.runs.snapshot import RECORDED_FIELDS, checked_question, snapshot
 from traces.models import Run
 from traces.owners import process_id
 
@@ -89,13 +89,17 @@ def bind(source: Run, *, recorded: bool, chosen: int | None = None) -> dict[str,
 def _new_run(source: Run, user: Any, snap: dict[str, Any], fork_seq: int | None) -> Run:
     """The new run, claimed by this process at once: it counts towards the user's runs going
     (room.ensure_room), like any run the browser starts."""
+    # The recorded question goes to a model again: today's guardrails read it first, as they
+    # read a new one (a record, an imported one above all, was never checked by them).
+    history = source.history if isinstance(source.history, list) else []
+    question, history = checked_question(snap, source.input or "", history)
     try:
         with transaction.atomic():
             room.ensure_room(user)
             return Run.objects.create(
                 user=user, agent_id=snap["agent_id"], agent_name=snap["name"],
-                paradigm=snap["paradigm"], agent_snapshot=snap, input=source.input,
-                history=source.history, parent_run=source, fork_seq=fork_seq,
+                paradigm=snap["paradigm"], agent_snapshot=snap, input=question,
+                history=history, parent_run=source, fork_seq=fork_seq,
                 worker=process_id())
     except room.RunLimit as exc:
         raise ForkError(str(exc)) from None
