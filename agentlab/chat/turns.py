@@ -49,7 +49,8 @@ def add_turn_now(conversation_id: int, message: str) -> ChatTurn:
         position = conversation.turns.count() + 1
         turn = ChatTurn.objects.create(conversation=conversation, run=run, position=position)
         if not conversation.title:
-            conversation.title = " ".join(message.split())[:TITLE_CHARS]
+            # The question as the guardrails left it, like the run's own.
+            conversation.title = " ".join(run.input.split())[:TITLE_CHARS]
         conversation.save()  # bumps `updated`: the conversation moves up the list
     return turn
 

@@ -118,7 +118,9 @@ class Caller:
                 value = d.output.parse(answer)
             except ShapeError as exc:
                 error = str(exc)
-                feedback = [{"role": "user", "content": question},
+                # The question as the run stored it (the guardrails' masks kept), never the
+                # caller's original: the retry's history is stored, sent and exported.
+                feedback = [{"role": "user", "content": run.input},
                             {"role": "assistant", "content": answer},
                             {"role": "user", "content": correction(error)}]
                 continue

@@ -86,9 +86,11 @@ def bind(source: Run, *, recorded: bool, chosen: int | None = None) -> dict[str,
 
 def _new_run(source: Run, user: Any, snap: dict[str, Any], fork_seq: int | None) -> Run:
     """The new run, claimed by this process at once: it counts towards the user's runs going
-    (runs.start), like any run the browser starts. Its input is the source's, as recorded."""
+    (runs.start), like any run the browser starts. Its question is the source's, read again by
+    today's guardrails (runs.start: a re-sent question is checked like a new one)."""
+    history = source.history if isinstance(source.history, list) else []
     try:
-        return start.start_run(user, snap, source.input, history=source.history,
+        return start.start_run(user, snap, source.input or "", history=history,
                                parent_run=source, fork_seq=fork_seq, claim=True)
     except start.RunLimit as exc:
         raise ForkError(str(exc)) from None

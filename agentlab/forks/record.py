@@ -131,7 +131,7 @@ class ReplayPlan:
         ctx.sink = self.wrap_sink(ctx.sink)
         if self.tools is not None:
             ctx.executor = RecordedExecutor(ctx.executor, self.tools)
-            ctx.approver = self.tools.approver(ctx.approver)
+            ctx.approver = self.tools.approver(ctx.approver, own=ctx.own)
         # Multi-Agent members with their own models and tools follow the same record.
         ctx.agents = {name: dataclasses.replace(
             spec,

@@ -73,6 +73,8 @@ class ToolRecording:
         self.served: list[int] = []
         self.live_calls = 0
         self._outcomes: dict[str, deque[ToolOutcome]] = defaultdict(deque)
+        # Results reserved by a recorded approval, by call key, served to that call only.
+        self._reserved: dict[str, deque[RecordedTool]] = defaultdict(deque)
 
     def _find(self, name: str, arguments: Any) -> int | None:
         key = call_key(name, arguments)
@@ -82,15 +84,21 @@ class ToolRecording:
         return None
 
     def take(self, name: str, arguments: Any) -> ToolResult | None:
-        """The recorded result of this call, or None: run it live."""
-        i = self._find(name, arguments)
-        if i is None:
-            return None
-        call = self.pending.pop(i)
+        """The recorded result of this call, or None: run it live. A result a recorded
+        approval reserved for this call is served first."""
+        key = call_key(name, arguments)
+        held = self._reserved.get(key)
+        if held:
+            call = held.popleft()
+        else:
+            i = self._find(name, arguments)
+            if i is None:
+                return None
+            call = self.pending.pop(i)
         self.served.append(call.seq)
         edited = self.edited_observation is not None and call.seq == self.fork_at
         result = edited_result(call.result, self.edited_observation) if edited else call.result
-        self._outcomes[call_key(name, arguments)].append(ToolOutcome(call.seq, edited))
+        self._outcomes[key].append(ToolOutcome(call.seq, edited))
         known = ToolResult.__dataclass_fields__
         return ToolResult(**{k: v for k, v in result.items() if k in known})
 
@@ -101,23 +109,35 @@ class ToolRecording:
 
     def recorded_decision(self, step: Step) -> Approval | None:
         """The recorded decision for a call that will be served from the record (so it acts on
-        nothing), or None: the call would run live, and only a person may approve that."""
+        nothing), or None: the call would run live, and only a person may approve that.
+
+        A decision covers exactly one served call: an approval reserves the recorded result it
+        is for, so two identical calls (parallel, before either is served) never both take
+        approvals for one result, leaving the second to run live on the record's say-so."""
         key = call_key(step.name, step.input)
         for i, recorded in enumerate(self.approvals):
-            if call_key(recorded.name, recorded.arguments) == key:
-                if self._find(step.name, recorded.decision.get("arguments") or step.input) is None:
-                    return None
-                del self.approvals[i]
-                d = recorded.decision
-                return Approval(bool(d.get("approved")), arguments=d.get("arguments"),
-                                reason=str(d.get("reason") or ""))
+            if call_key(recorded.name, recorded.arguments) != key:
+                continue
+            d = recorded.decision
+            runs = d.get("arguments") or step.input
+            found = self._find(step.name, runs)
+            if found is None:
+                return None
+            if d.get("approved"):
+                self._reserved[call_key(step.name, runs)].append(self.pending.pop(found))
+            del self.approvals[i]
+            return Approval(bool(d.get("approved")), arguments=d.get("arguments"),
+                            reason=str(d.get("reason") or ""))
         return None
 
-    def approver(self, live: Approver = deny_all) -> Approver:
+    def approver(self, live: Approver = deny_all,
+                 own: Callable[[Step], Step] | None = None) -> Approver:
         """The run's approver: the record's decision for a served call, else `live` (the
-        person watching the run, through its RunControl; nobody: denied)."""
+        person watching the run, through its RunControl; nobody: denied). `own` gives the
+        runtime's own step for the one it shows (redacted): the record is matched on the
+        arguments the call will really run with."""
         async def approve(step: Step) -> Approval:
-            decision = self.recorded_decision(step)
+            decision = self.recorded_decision(own(step) if own is not None else step)
             return decision if decision is not None else await live(step)
         return approve
 

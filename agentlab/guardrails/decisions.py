@@ -75,14 +75,39 @@ def decision_step(decision: dict[str, Any], target: Step | None = None) -> Step:
                 output={k: meta[k] for k in ("action", "check", "spans")}, meta=meta)
 
 
-def check_question(question: str, checks: Sequence[Check]) -> tuple[str, dict[str, Any]]:
+def check_question(question: str, checks: Sequence[Check],
+                   history: Sequence[Any] = ()) -> tuple[str, dict[str, Any]]:
     """The question as it may be stored (redacted and blocked spans masked) and what the
-    input guardrails decided, for the run's snapshot ("guardrail_input"). Judges are asked
-    when the run starts (agentlab.runtime.guard)."""
+    guardrails decided, for the run's snapshot ("guardrail_input"). The input checks read the
+    question; the output checks ("everything recorded") mask what they find in it too, as in
+    a prompt that quotes it. With `history` (earlier turns the run is sent and stores), the
+    same checks mask its messages (the input checks the user's): `decided["history"]` is it
+    as it may be stored. Judges are asked when the run starts (agentlab.runtime.guard)."""
     spans = [c for c in checks if c.stage == "input" and c.kind != "judge"]
+    recorded = [c for c in checks if c.stage == "output" and c.kind != "judge"]
     text, hits = scan_text(question, spans, subject=True, path="question")
     decisions = decide(hits, may_block=True)
+    text, more = scan_text(text, recorded, subject=False, path="question")
+    clean, elsewhere = _history(history, spans, recorded)
+    decisions += decide(more + elsewhere, may_block=False)
     blocked = next((d for d in decisions if d["action"] == "block"), None)
-    return text, {"decisions": decisions,
+    return text, {"decisions": decisions, "history": clean,
                   "blocked": ({"guardrail": blocked["guardrail"], "message": blocked["message"]}
                               if blocked else None)}
+
+
+def _history(history: Sequence[Any], spans: Sequence[Check],
+             recorded: Sequence[Check]) -> tuple[list[Any], list[Hit]]:
+    out: list[Any] = []
+    hits: list[Hit] = []
+    for i, message in enumerate(history):
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            out.append(message)
+            continue
+        path = f"history[{i}].content"
+        checks = [*spans, *recorded] if message.get("role") == "user" else recorded
+        content, found = scan_text(content, checks, subject=False, path=path)
+        hits += found
+        out.append({**message, "content": content} if found else message)
+    return out, hits

@@ -42,6 +42,9 @@ _KEYS = re.compile(
     r"|AIza[0-9A-Za-z_-]{35}"
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
     r")(?![\w-])")
+# A PEM private key, BEGIN to END (a secret of several lines).
+_PEM = re.compile(r"-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY-----[\s\S]{0,20000}?"
+                  r"-----END (?:[A-Z0-9]+ ){0,3}PRIVATE KEY-----")
 _BEARER = re.compile(r"\b[Bb]earer\s+([A-Za-z0-9._~+/-]{20,}=*)")
 
 
@@ -95,7 +98,8 @@ def ibans(text: str) -> list[Span]:
 def api_keys(text: str) -> list[Span]:
     found = [Span(m.start(), m.end(), "api_key") for m in _KEYS.finditer(text)]
     found += [Span(m.start(1), m.end(1), "api_key") for m in _BEARER.finditer(text)]
-    return found
+    found += [Span(m.start(), m.end(), "api_key") for m in _PEM.finditer(text)]
+    return sorted(found, key=lambda s: s.start)
 
 
 DETECTORS: dict[str, Detector] = {

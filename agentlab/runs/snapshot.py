@@ -126,14 +126,28 @@ def create_run(agent: Agent, user: Any, question: str, *, history: list[dict] | 
     The input guardrails read the question first: the run stores it as they left it (what
     they redacted or blocked masked) and records their decisions when it starts."""
     snap = snapshot(agent)
-    question, decided = check_question(
-        question, [Check.from_dict(g) for g in snap["guardrails"]])
-    if decided["decisions"]:
-        snap["guardrail_input"] = decided
+    question, history = checked_question(snap, question, history or [])
     if timeout_cap_s:
         own = snap["limits"].get("total_timeout_s")
         snap["limits"]["total_timeout_s"] = min(own, timeout_cap_s) if own else timeout_cap_s
     return Run.objects.create(
         user=user, agent=agent, agent_name=agent.name, paradigm=agent.paradigm,
-        agent_snapshot=snap, input=question, history=history or [], **fields,
+        agent_snapshot=snap, input=question, history=history, **fields,
     )
+
+
+def checked_question(snap: dict[str, Any], question: str,
+                     history: list[Any]) -> tuple[str, list[Any]]:
+    """The question and history as the guardrails of `snap` leave them (what they redacted
+    or blocked masked), their decisions kept in `snap["guardrail_input"]` for the run to
+    record when it starts (an input block then ends it before any model call). Every run
+    that sends a question goes through here: a new one, and a fork, resume or replay that
+    re-sends a recorded question (agentlab.forks.plans)."""
+    question, decided = check_question(
+        question, [Check.from_dict(g) for g in snap.get("guardrails") or []], history)
+    history = decided.pop("history")
+    if decided["decisions"]:
+        snap["guardrail_input"] = decided
+    else:
+        snap.pop("guardrail_input", None)
+    return question, history

@@ -26,7 +26,7 @@ from django.db import transaction
 
 from agentlab.models import Agent
 from agentlab.runs.room import RunLimit, ensure_room
-from agentlab.runs.snapshot import create_run
+from agentlab.runs.snapshot import checked_question, create_run
 from traces.models import Run
 from traces.owners import process_id
 
@@ -46,8 +46,8 @@ def start_runs(user: Any, agents: Sequence[What], question: str, *,
 
     Each of `agents` is an Agent row, frozen now (`snapshot.create_run`: its input guardrails
     read the question first, `timeout_cap_s` lowers its total timeout), or a snapshot already
-    bound to today's configuration (a fork's: `forks.plans.bind`), used as it is, with the
-    question as recorded. `claim`: True, the run is this process's at once (a page's "start"
+    bound to today's configuration (a fork's: `forks.plans.bind`), whose guardrails read the
+    recorded question again. `claim`: True, the run is this process's at once (a page's "start"
     cannot launch it a second time; then `engine.submit` it); a string, that owner's (an
     experiment's workers); False, nobody's yet (its page's "start" claims it). `parent_run` and
     `fork_seq` say what a replay or fork follows. ValueError when an agent cannot run (its
@@ -83,7 +83,10 @@ def _create(user: Any, what: What, question: str, history: list[dict[str, Any]] 
         return create_run(what, user, question, history=history, timeout_cap_s=timeout_cap_s,
                           worker=worker, **related)
     snap = dict(what)
+    # The recorded question goes to a model again: today's guardrails read it first, as they
+    # read a new one (a record, an imported one above all, was never checked by them).
+    question, history = checked_question(snap, question, history or [])
     return Run.objects.create(
         user=user, agent_id=snap["agent_id"], agent_name=snap["name"],
         paradigm=snap["paradigm"], agent_snapshot=snap, input=question,
-        history=history or [], worker=worker, **related)
+        history=history, worker=worker, **related)

@@ -4,7 +4,9 @@ Its tool calls (loop check, approval, checkpoint, run) are in agentlab/runtime/t
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -36,6 +38,7 @@ SERVER_COUNT_MARGIN = 1.05  # refitting to a server's own count, keep 5 % spare
 # No tokenizer makes more than a token a byte, ~3.5 times our estimate of lowercase text: a
 # server that claims more is not believed further.
 MAX_SERVER_RATIO = 4.0
+RECENT_STEPS = 16  # finished steps an output judge's block looks through for the answer
 CheckpointHook = Callable[[Step], Awaitable[dict[str, Any] | None]]
 
 
@@ -81,6 +84,12 @@ class RunContext(ToolCalls, ScopedContext):
         self._steps_counted = 0
         self.timeout: asyncio.Timeout | None = None  # the total timeout, set by execute()
         self._open: dict[int, Step] = {}  # emitted steps still `running`, by seq
+        # What the sink was shown of each step still `running` (redacted): what a pause or an
+        # approval puts on a socket, never the runtime's own step.
+        self._shown: dict[int, Step] = {}
+        # The last finished steps (the runtime's own), for an output judge's block to withhold
+        # the answer it blocked from every step that carries it.
+        self._recent: collections.deque[Step] = collections.deque(maxlen=RECENT_STEPS)
         self._calls: list[str] = []  # "name args" of each tool call, for loop detection
         self._answered: dict[str, tuple[int, ToolResult]] = {}  # "name args" -> (seq, result)
         self._answering = False  # the last call after a limit: budgets no longer apply
@@ -111,6 +120,12 @@ class RunContext(ToolCalls, ScopedContext):
         else:
             self._open.pop(step.seq, None)
         shown, decisions = await self.guard.astep(step) if self.guard is not None else (step, [])
+        if step.status == "running":
+            self._shown[step.seq] = shown
+        else:
+            self._shown.pop(step.seq, None)
+            if step.kind != "guardrail":
+                self._recent.append(step)
         async with slots.waiting():
             await self.sink.step(shown)
         if decisions:
@@ -132,10 +147,31 @@ class RunContext(ToolCalls, ScopedContext):
             await self._decided(await self.guard.question(question), None)
 
     async def check_answer(self, answer: Any) -> Any:
-        """The output judges on the paradigm's answer."""
+        """The output judges on the paradigm's answer. A block withholds the answer from
+        every recorded step that carries it (the model's reply, a thought) before the
+        decision is recorded: the record keeps that it was withheld, never the text."""
         if self.guard is not None and self.guard.output_judges and isinstance(answer, str):
-            await self._decided(await self.guard.answer(answer), None)
+            decisions = await self.guard.answer(answer)
+            if not self._answering and (exc := blocked(decisions)) is not None:
+                await self._withhold(answer, exc.guardrail)
+            await self._decided(decisions, None)
         return answer
+
+    async def _withhold(self, answer: str, guardrail: str) -> None:
+        """Replace `answer` in the last finished steps by a marker and record them again."""
+        forms = {answer.strip(), json.dumps(answer.strip())[1:-1]} - {""}
+        if not forms:
+            return
+        mark = f"[withheld: {guardrail}]"
+        for step in list(self._recent):
+            fields = {name: _without(getattr(step, name), forms, mark)
+                      for name in ("text", "output", "input", "meta")}
+            if all(fields[name] is getattr(step, name) for name in fields):
+                continue
+            for name, value in fields.items():
+                setattr(step, name, value)
+            step.meta = {**step.meta, "withheld": guardrail}
+            await self.emit(step)
 
     async def close_open_steps(self, reason: str) -> None:
         """Finish every step still `running` (a plan item, a node, a member's message) when
@@ -154,16 +190,34 @@ class RunContext(ToolCalls, ScopedContext):
             step.duration_ms = (time.perf_counter() - started) * 1000
         return await self.emit(step)
 
+    def own(self, step: Step) -> Step:
+        """The runtime's own step for one it showed (`shown`), while it runs."""
+        return self._open.get(step.seq, step)
+
+    def shown(self, step: Step) -> Step:
+        """What the sink was shown of `step`, still running (redacted by the guardrails):
+        what a pause or an approval may show a person, never the runtime's own step."""
+        return self._shown.get(step.seq, step)
+
     async def checkpoint(self, step: Step) -> dict[str, Any] | None:
-        """Give the pause/step/breakpoint hook a pending step; returns edited input or None."""
+        """Give the pause/step/breakpoint hook a pending step (as the sink was shown it);
+        returns edited input or None. What the person sent back unchanged from what they were
+        shown (a redacted value) stays as the runtime had it."""
         self.raise_if_cancelled()
         if self.checkpoint_hook is None:
             return None
+        shown = self.shown(step)
         with deadline_lifted(self.timeout):
             async with slots.waiting():  # a pause may last: others compute meanwhile
-                edited = await self.checkpoint_hook(step)
+                edited = await self.checkpoint_hook(shown)
         self.raise_if_cancelled()  # the user may have cancelled while the run was paused
-        return edited
+        if edited is None or shown is step:
+            return edited
+        if step.kind == "llm" and isinstance(edited, dict) and isinstance(shown.input, dict):
+            edited = {k: v for k, v in edited.items()
+                      if normalise_args(v) != normalise_args(shown.input.get(k))}
+            return edited or None
+        return None if normalise_args(edited) == normalise_args(shown.input) else edited
 
     def cancel(self) -> None:
         """Stop the run as soon as possible (also interrupts a running LLM or tool call)."""
@@ -348,3 +402,20 @@ class RunContext(ToolCalls, ScopedContext):
 
     def elapsed_ms(self) -> float:
         return (time.monotonic() - self._started) * 1000
+
+
+def _without(value: Any, forms: set[str], mark: str) -> Any:
+    """`value` (any JSON) with every occurrence of `forms` in its strings replaced by `mark`;
+    the same object where none was."""
+    if isinstance(value, str):
+        out = value
+        for form in sorted(forms, key=len, reverse=True):
+            out = out.replace(form, mark)
+        return value if out == value else out
+    if isinstance(value, dict):
+        new = {k: _without(v, forms, mark) for k, v in value.items()}
+        return value if all(new[k] is value[k] for k in value) else new
+    if isinstance(value, list):
+        items = [_without(v, forms, mark) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value

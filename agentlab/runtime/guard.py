@@ -4,7 +4,8 @@ RunContext.emit hands every step to `RunGuard.step` before the sink sees it: the
 sockets, live OpenTelemetry export) gets a redacted copy, the runtime keeps its own step (the
 request it sends is the step's input). A tool's result is redacted before the model reads it
 (`tool_result`), so the model cannot repeat what it never saw. Streamed tokens go out a whole
-line at a time, redacted (`TokenLines`). The question was checked when the run was created
+line at a time, redacted, holding back what may still become a secret (`TokenLines`); none
+when an output judge will read the answer. The question was checked when the run was created
 (agentlab.runs.snapshot); its decisions are recorded when the run starts (`question`), and the
 input judges are asked then, before the paradigm sees it. Output judges read the answer.
 
@@ -128,7 +129,9 @@ class RunGuard:
         return clean
 
     def tokens(self) -> TokenLines | None:
-        return TokenLines(self.output, off_loop=self.off_loop) if self.output else None
+        if not self.output and not self.output_judges:
+            return None
+        return TokenLines(self.output, hold=bool(self.output_judges), off_loop=self.off_loop)
 
     async def question(self, question: str) -> list[dict[str, Any]]:
         """The input decisions: those made at creation, then each input judge's."""
@@ -163,13 +166,24 @@ def blocked(decisions: Sequence[dict[str, Any]]) -> GuardrailBlocked | None:
     return None
 
 
+PEM_BEGIN, PEM_END = "-----BEGIN ", "-----END "
+
+
 class TokenLines:
     """Streamed text released a whole line at a time, redacted: a span (a card number, an
-    e-mail address) never straddles two deltas a browser sees. The rest of the last line
-    comes with the finished step."""
+    e-mail address) never straddles two deltas a browser sees. What might still become a
+    secret is held back: a PEM block (`-----BEGIN …`) until its END line, and nothing past a
+    redacting length limit is streamed at all. With `hold` (an output judge will read the
+    answer) nothing is streamed. The rest comes with the finished step, redacted whole."""
 
-    def __init__(self, checks: Sequence[Check], *, off_loop: bool = False) -> None:
-        self.checks, self.pending, self.off_loop = checks, "", off_loop
+    def __init__(self, checks: Sequence[Check], *, hold: bool = False,
+                 off_loop: bool = False) -> None:
+        self.checks, self.pending, self.hold, self.off_loop = checks, "", hold, off_loop
+        limits = [c.limit for c in checks
+                  if c.kind == "max_length" and c.action != "flag" and c.limit is not None]
+        self.limit = min(limits) if limits else None
+        self.released = 0  # characters of the reply released so far
+        self.stopped = hold
 
     async def afeed(self, delta: str) -> str:
         """`feed`, in a thread when a user's pattern is among the checks."""
@@ -178,9 +192,21 @@ class TokenLines:
         return self.feed(delta)
 
     def feed(self, delta: str) -> str:
+        if self.stopped:
+            return ""
         self.pending += delta
         cut = self.pending.rfind("\n") + 1
         if not cut:
             return ""
+        begin = self.pending.rfind(PEM_BEGIN, 0, cut)
+        if begin >= 0 and self.pending.find(PEM_END, begin, cut) < 0:
+            cut = self.pending.rfind("\n", 0, begin) + 1  # from the BEGIN line on: held
+        if self.limit is not None and self.released + cut > self.limit:
+            # Only whole lines within the limit; nothing after it is streamed.
+            cut = min(cut, self.pending.rfind("\n", 0, max(self.limit - self.released, 0)) + 1)
+            self.stopped = True
+        if not cut:
+            return ""
         lines, self.pending = self.pending[:cut], self.pending[cut:]
+        self.released += cut
         return scan_text(lines, self.checks, subject=True)[0]

@@ -69,6 +69,7 @@ class ToolCalls:
         async def _decided(self, decisions: list[dict[str, Any]],
                            target: Step | None) -> None: ...
         def raise_if_cancelled(self) -> None: ...
+        def shown(self, step: Step) -> Step: ...
 
     async def tool(self, name: str, args: Any, *, parent: int | None = None,
                    role: str = "agent", meta: dict[str, Any] | None = None) -> ToolResult:
@@ -184,10 +185,15 @@ class ToolCalls:
         step = await self.emit(Step(kind="approval", role=role, name=name, parent=parent,
                                     input=args, status="running"))
         started = time.perf_counter()
+        shown = self.shown(step)  # a person decides on what the trace shows: redacted
         with deadline_lifted(self.timeout):
             async with slots.waiting():
-                decision = await self.approver(step)
+                decision = await self.approver(shown)
         self.raise_if_cancelled()
+        if decision.arguments is not None and shown is not step \
+                and normalise_args(decision.arguments) == normalise_args(shown.input):
+            # Approved as shown: the call runs as the model wrote it, not with the markers.
+            decision = dataclasses.replace(decision, arguments=None)
         step.meta.update(approved=decision.approved, reason=decision.reason)
         await self.finish(step, started=started, output={
             "approved": decision.approved, "arguments": decision.arguments,
