@@ -26,7 +26,7 @@ from agentlab.evals.models import (
 )
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.models import ModelProfile
-from agentlab.profiles import to_config
+from agentlab.profiles import model_for, to_config
 from agentlab.runs import start
 from traces.schema import ANSWERED_STATUSES
 
@@ -39,7 +39,7 @@ def group_name(experiment_id: int) -> str:
 
 
 def judge_model(profile: ModelProfile | None) -> OpenAIChatModel | None:
-    return OpenAIChatModel(to_config(profile)) if profile is not None else None
+    return model_for(to_config(profile)) if profile is not None else None
 
 
 def begin(experiment_id: int, *, worker: str) -> Experiment:
