@@ -228,6 +228,34 @@ def test_the_matrix_and_summary_render_with_the_best_marked(client, user, suite,
     assert 'id="evals-chart-data"' in html and "Re-run" in html and ">Cancel<" not in html
 
 
+def test_a_model_busy_result_is_shown_as_such_and_left_out_of_the_scores(client, user, suite,
+                                                                         agents):
+    """Issue 38: a case whose run timed out waiting for a busy model is marked "model busy" in
+    the matrix and the summary, and counts in neither the mean score nor the pass rate (here
+    or in the experiments list)."""
+    e = finished(user, suite, agents, [[1.0, 1.0], [0.0, 1.0], [None, 1.0]])
+    busy = e.results.get(case__position=3, agent_name="Alpha")
+    Run.objects.filter(pk=busy.run_id).update(status="timed_out")
+    Result.objects.filter(pk=busy.pk).update(
+        error="the model was busy: the run waited 3.0 s of its 4.0 s for other runs' calls, "
+              "then the run timed out. Not counted against the agent.",
+        scorer_detail={"model_busy": True, "waited_ms": 3000, "wall_ms": 4000})
+    client.force_login(user)
+    html = client.get(f"/evals/experiments/{e.pk}/").content.decode()
+    assert cells_of(html)[4] == ("cell-busy", "model busy")
+    rows = dict(re.findall(r'<tr data-agent="(\w+)">(.*?)</tr>', html, re.S))
+    # Alpha: 1 and 0 over the 2 scored (the busy one is not a 0): 50 %, 1 of 2 passed.
+    assert 'data-col="mean_score">50%' in rows["Alpha"]
+    assert 'data-col="pass_rate">50%' in rows["Alpha"]
+    assert "2 / 3" in rows["Alpha"] and "(1 model busy)" in rows["Alpha"]
+    assert "error" not in rows["Alpha"]
+    # The experiment's own score: (1 + 1 + 0 + 1 + 1) / 5 = 80 %.
+    assert "scored 80%" in html
+    listed = client.get("/evals/").content.decode()
+    assert "scored 80%" in re.search(r'<tr data-experiment="\d+">(.*?)</tr>', listed,
+                                     re.S).group(1)
+
+
 def test_while_it_runs_the_fragment_polls_and_shows_the_progress(client, user, suite, agents):
     e = runner.create_experiment(user, suite, agents)
     first = e.results.order_by("case__position", "agent_name").first()

@@ -20,7 +20,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agentlab.evals import estimates, runner, summary
+from agentlab.evals import estimates, pairs, runner, summary
 from agentlab.evals.demo import DEMO_SUITE
 from agentlab.evals.forms import StartForm
 from agentlab.evals.models import FINISHED_RESULT_STATUSES, Case, Experiment, Suite
@@ -31,7 +31,10 @@ from traces.display.figures import best_value, format_percent
 from traces.display.labels import status_word
 
 POLL_SECONDS = 1
-SCORED = summary.SCORED  # what the mean score counts (an error is a 0)
+SCORED = summary.SCORED  # what the mean score counts (an error is a 0, "model busy" nothing)
+# The same, seen from an experiment (its results'), for the list's annotations.
+COUNTED_RESULTS = (Q(results__status__in=SCORED)
+                   & ~Q(results__scorer_detail__has_key=pairs.MODEL_BUSY))
 # Summary columns: key, label, how it is shown, whether higher is better.
 FIGURES = (("mean_score", "Mean score", "pct", True), ("pass_rate", "Pass rate", "pct", True),
            ("tokens", "Tokens", "int", False), ("cost_usd", "Cost", "cost", False),
@@ -77,8 +80,8 @@ def _render_index(request: HttpRequest, user: Any, form: StartForm) -> HttpRespo
         Experiment.objects.visible_to(user).select_related("suite", "user")
         .annotate(n_total=Count("results"),
                   n_done=Count("results", filter=Q(results__status__in=FINISHED_RESULT_STATUSES)),
-                  n_scored=Count("results", filter=Q(results__status__in=SCORED)),
-                  score_sum=Sum("results__score", filter=Q(results__status__in=SCORED)))[:100])
+                  n_scored=Count("results", filter=COUNTED_RESULTS),
+                  score_sum=Sum("results__score", filter=COUNTED_RESULTS))[:100])
     for e in experiments:
         e.percent = round(100 * e.n_done / e.n_total) if e.n_total else 0
         e.mean_score = (e.score_sum or 0) / e.n_scored if e.n_scored else None
@@ -156,8 +159,8 @@ def _experiment_context(request: HttpRequest, pk: int) -> dict[str, Any]:
     finished = not experiment.is_active
     earlier = (Experiment.objects.visible_to(request.user)
                .filter(suite=experiment.suite_id).exclude(pk=pk).order_by("-created")[:50])
-    scored = experiment.results.filter(status__in=SCORED).aggregate(n=Count("pk"),
-                                                                     total=Sum("score"))
+    scored = experiment.results.filter(summary.COUNTED).aggregate(n=Count("pk"),
+                                                                   total=Sum("score"))
     mean = (scored["total"] or 0) / scored["n"] if scored["n"] else None
     return {
         "experiment": experiment, "done": done, "total": total, "finished": finished,
