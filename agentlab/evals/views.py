@@ -31,6 +31,7 @@ from traces.display.figures import best_value, format_percent
 from traces.display.labels import status_word
 
 POLL_SECONDS = 1
+DEMO_CONCURRENCY = 2  # the one-click demo forms' runs at a time (templates/evals/index.html)
 SCORED = summary.SCORED  # what the mean score counts (an error is a 0, "model busy" nothing)
 # The same, seen from an experiment (its results'), for the list's annotations.
 COUNTED_RESULTS = (Q(results__status__in=SCORED)
@@ -88,19 +89,19 @@ def _render_index(request: HttpRequest, user: Any, form: StartForm) -> HttpRespo
         e.badge = badge(e.status, e.mean_score)
     demo = next((s for s in suites if s.name == DEMO_SUITE and s.case_count), None)
     paradigm_agents = _one_per_paradigm()
-    all_agents = list(Agent.objects.all())
-    seconds = estimates.agent_seconds(user, all_agents)
+    all_agents = list(Agent.objects.select_related("model_profile"))
     context = {"form": form, "suites": suites, "experiments": experiments,
                "demo_suite": demo, "paradigm_agents": paradigm_agents,
                # What the start form's script estimates from (static/agentlab/evals.js).
                "estimate_data": {"cases": {s.pk: s.case_count for s in suites},
                                  "case_tags": {s.pk: case_tags[s.pk] for s in suites},
-                                 "seconds": {a.pk: seconds[a.pk] for a in all_agents}}}
+                                 **estimates.form_data(user, all_agents)}}
     if demo and paradigm_agents:
-        agent_secs = [seconds[a.pk] for a in paradigm_agents]
         small = min(estimates.SMALL_CASES, demo.case_count)
-        context["demo_small"] = {"cases": small, **estimates.estimate(small, agent_secs, 2)}
-        context["demo_full"] = estimates.estimate(demo.case_count, agent_secs, 2)
+        context["demo_small"] = {"cases": small, **estimates.for_agents(
+            user, paradigm_agents, small, DEMO_CONCURRENCY)}
+        context["demo_full"] = estimates.for_agents(user, paradigm_agents, demo.case_count,
+                                                    DEMO_CONCURRENCY)
     return render(request, "evals/index.html", context)
 
 
@@ -133,7 +134,7 @@ def _one_per_paradigm() -> list[Agent]:
     """The first agent of each paradigm (ReAct has four modes; one is enough). The default
     agents are created first, in their order, so a fresh install gets the defaults."""
     chosen: dict[str, Agent] = {}
-    for agent in Agent.objects.order_by("pk"):
+    for agent in Agent.objects.select_related("model_profile").order_by("pk"):
         chosen.setdefault(agent.paradigm, agent)
     return list(chosen.values())
 
