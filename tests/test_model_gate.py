@@ -151,3 +151,24 @@ async def test_a_cancelled_wait_leaves_its_place_in_line(fake_llm) -> None:
     b.cancel()
     results = await asyncio.gather(first, second, third)
     assert [r.status for r in results] == ["succeeded", "cancelled", "succeeded"]
+
+
+async def test_the_model_is_served_in_the_order_its_callers_asked() -> None:
+    """First come, first served: a chat question asked while an experiment's runs wait goes
+    after those already waiting and before those that ask after it, not after all of them."""
+    from agentlab.llm.gate import Gate
+
+    gate, served = Gate(1), []
+
+    async def ask(name: str) -> None:
+        async with gate.held():
+            served.append(name)
+            await asyncio.sleep(0.01)
+
+    tasks = []
+    for name in ("run A", "run B", "chat", "run A again"):
+        tasks.append(asyncio.ensure_future(ask(name)))
+        await asyncio.sleep(0)  # each asks after the one before
+    await asyncio.gather(*tasks)
+    assert served == ["run A", "run B", "chat", "run A again"]
+    assert gate.busy == 0 and gate.waiting == 0
