@@ -39,11 +39,6 @@ class SharedModel(NamedTuple):
     limit: int
 
 
-def agent_seconds(user: Any, agents: list[Agent]) -> dict[int, float | None]:
-    """Mean wall time (s) of each agent's finished runs this user can see; None: no past run."""
-    return {pk: past.seconds if past else None for pk, past in agent_past(user, agents).items()}
-
-
 def agent_past(user: Any, agents: list[Agent]) -> dict[int, Past | None]:
     """Each agent's `Past` from its finished runs this user can see (None: no past run); the
     model's part is its llm steps' durations (the model's own time, not a wait for its turn)."""
