@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from django.conf import settings
+
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.llm.local_server import CONTEXT_TOKENS, MODEL_NAME, local_base_url
 from agentlab.llm.types import ProfileConfig
@@ -51,4 +53,24 @@ def resolve_url(config: ProfileConfig) -> ProfileConfig:
 
 
 def chat_model(profile: ModelProfile) -> OpenAIChatModel:
-    return OpenAIChatModel(to_config(profile))
+    return model_for(to_config(profile))
+
+
+def model_for(config: ProfileConfig) -> OpenAIChatModel:
+    """The chat model of a profile, sending its endpoint no more requests at once than the
+    settings allow (the rest wait their turn: agentlab/llm/gate.py)."""
+    return OpenAIChatModel(config, gate_limit=concurrency)
+
+
+def concurrency(config: ProfileConfig) -> int:
+    """How many requests this process sends `config`'s endpoint at once (0: no limit): the
+    embedded model's `AGENTLAB_EMBEDDED_MODEL_CONCURRENCY` (1: llama.cpp answers one at a
+    time), any other's `AGENTLAB_MODEL_CONCURRENCY`."""
+    if is_embedded(config.base_url):
+        return settings.AGENTLAB_EMBEDDED_MODEL_CONCURRENCY
+    return settings.AGENTLAB_MODEL_CONCURRENCY
+
+
+def is_embedded(base_url: str) -> bool:
+    """Whether `base_url` is the embedded model's (blank: a snapshot's, filled in when it runs)."""
+    return not base_url or base_url.rstrip("/") == local_base_url().rstrip("/")

@@ -189,6 +189,11 @@ AGENTLAB_APPROVAL_TTL_S = env_int("AGENTLAB_APPROVAL_TTL_S", 30 * 60)
 AGENTLAB_SOCKET_OUTBOX = env_int("AGENTLAB_SOCKET_OUTBOX", 2_000)
 # Steps read from the database and sent per page of a sync's backfill.
 AGENTLAB_BACKFILL_PAGE = env_int("AGENTLAB_BACKFILL_PAGE", 200)
+# Requests one process sends to a model endpoint at once; the rest wait their turn in order,
+# and the wait is not charged to a run's time limit (agentlab/llm/gate.py). The embedded model
+# (llama.cpp) answers one at a time; 0: no limit.
+AGENTLAB_EMBEDDED_MODEL_CONCURRENCY = env_int("AGENTLAB_EMBEDDED_MODEL_CONCURRENCY", 1)
+AGENTLAB_MODEL_CONCURRENCY = env_int("AGENTLAB_MODEL_CONCURRENCY", 0)  # every other endpoint
 
 # -- Where runs execute (docs/ARCHITECTURE.md "Runs on workers") ---------------------------------
 # "web": asyncio tasks of the web process (the embedded default). "workers": procrastinate jobs

@@ -8,19 +8,20 @@ and run rows with known figures, so every expected number below is computed by h
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from agentlab.evals import runner
+from agentlab.evals import estimates, runner
 from agentlab.evals.models import Case, Experiment, Result, Suite
 from agentlab.evals.summary import matrix
 from agentlab.models import Agent, ModelProfile
 from tests.fake_openai import Delay, Reply
 from tests.waiting import await_until
-from traces.models import Run
+from traces.models import Run, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -226,6 +227,65 @@ def test_the_matrix_and_summary_render_with_the_best_marked(client, user, suite,
     assert "best" not in rows["Beta"].replace('best" data-col="mean_score', "").replace(
         'best" data-col="pass_rate', "")
     assert 'id="evals-chart-data"' in html and "Re-run" in html and ">Cancel<" not in html
+
+
+def test_the_estimate_counts_runs_taking_turns_on_the_model_they_share(client, user, agents,
+                                                                       fake_llm, settings):
+    """Issue 38: two runs at a time on a model that answers one request at a time are not twice
+    as fast: the model's part of their time goes one run after the other."""
+    settings.AGENTLAB_MODEL_CONCURRENCY = 1  # the scripted endpoint, like the embedded model
+    for agent in agents:  # two past runs each: 10 s, 9 of them the model's
+        for _ in range(2):
+            run = Run.objects.create(user=user, agent=agent, agent_name=agent.name, input="q",
+                                     status="succeeded", wall_ms=10_000)
+            Step.objects.create(run=run, seq=1, kind="llm", started_at=timezone.now(),
+                                duration_ms=9_000)
+    # 4 cases × 2 agents: 80 s of runs, 2 at a time, would be 40 s; but 72 s of it is the
+    # model's, one request at a time.
+    got = estimates.for_agents(user, agents, 4, 2)
+    assert got["runs"] == 8 and got["seconds"] == pytest.approx(72)
+    assert "take turns on the model they share" in got["text"]
+    # The start form's script gets the same figures (static/agentlab/evals.js).
+    client.force_login(user)
+    html = client.get("/evals/").content.decode()
+    data = json.loads(re.search(r'id="evals-estimate-data"[^>]*>(.*?)</script>', html,
+                                re.S).group(1))
+    pk = str(agents[0].pk)
+    assert data["seconds"][pk] == pytest.approx(10)
+    assert data["model_seconds"][pk] == pytest.approx(9)
+    assert data["models"][pk] == [fake_llm.base_url, 1]
+    # A model that takes both at once: the runs' time over the concurrency, as before.
+    settings.AGENTLAB_MODEL_CONCURRENCY = 0
+    got = estimates.for_agents(user, agents, 4, 2)
+    assert got["seconds"] == pytest.approx(40) and "take turns" not in got["text"]
+
+
+def test_a_model_busy_result_is_shown_as_such_and_left_out_of_the_scores(client, user, suite,
+                                                                         agents):
+    """Issue 38: a case whose run timed out waiting for a busy model is marked "model busy" in
+    the matrix and the summary, and counts in neither the mean score nor the pass rate (here
+    or in the experiments list)."""
+    e = finished(user, suite, agents, [[1.0, 1.0], [0.0, 1.0], [None, 1.0]])
+    busy = e.results.get(case__position=3, agent_name="Alpha")
+    Run.objects.filter(pk=busy.run_id).update(status="timed_out")
+    Result.objects.filter(pk=busy.pk).update(
+        error="the model was busy: the run waited 3.0 s of its 4.0 s for other runs' calls, "
+              "then the run timed out. Not counted against the agent.",
+        scorer_detail={"model_busy": True, "waited_ms": 3000, "wall_ms": 4000})
+    client.force_login(user)
+    html = client.get(f"/evals/experiments/{e.pk}/").content.decode()
+    assert cells_of(html)[4] == ("cell-busy", "model busy")
+    rows = dict(re.findall(r'<tr data-agent="(\w+)">(.*?)</tr>', html, re.S))
+    # Alpha: 1 and 0 over the 2 scored (the busy one is not a 0): 50 %, 1 of 2 passed.
+    assert 'data-col="mean_score">50%' in rows["Alpha"]
+    assert 'data-col="pass_rate">50%' in rows["Alpha"]
+    assert "2 / 3" in rows["Alpha"] and "(1 model busy)" in rows["Alpha"]
+    assert "error" not in rows["Alpha"]
+    # The experiment's own score: (1 + 1 + 0 + 1 + 1) / 5 = 80 %.
+    assert "scored 80%" in html
+    listed = client.get("/evals/").content.decode()
+    assert "scored 80%" in re.search(r'<tr data-experiment="\d+">(.*?)</tr>', listed,
+                                     re.S).group(1)
 
 
 def test_while_it_runs_the_fragment_polls_and_shows_the_progress(client, user, suite, agents):

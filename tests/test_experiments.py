@@ -19,6 +19,7 @@ from channels.layers import get_channel_layer
 from agentlab.evals import runner
 from agentlab.evals.models import Case, Experiment, Result, Suite
 from agentlab.evals.summary import agent_summary, change_counts, compare, matrix
+from agentlab.profiles import model_for, to_config
 from agentlab.runs.registry import EXPERIMENTS
 from tests.factories import make_agents, scripted_profile
 from tests.fake_openai import AtOnce, Fail
@@ -123,6 +124,51 @@ async def test_seconds_per_run_caps_each_runs_timeout_but_never_raises_it(fake_l
     run = await sync_to_async(runner._start_pair)(
         await sync_to_async(lambda: again.results.first().pk)())
     assert run[2].agent_snapshot["limits"]["total_timeout_s"] == 5
+
+
+@with_db
+async def test_a_case_that_timed_out_waiting_for_a_busy_model_is_model_busy_not_failed(
+        fake_llm, profile, user, settings):
+    """Issue 38: the model answers one request at a time (like llama.cpp) and a chat question
+    holds it when the experiment starts. The case's run waits its turn (not charged to it),
+    then runs out of its own second on a slow reply: it waited longer than it ran, so the
+    result is "model busy", left out of the pass rate, not the agent's failure."""
+    settings.AGENTLAB_MODEL_CONCURRENCY = 1  # this endpoint takes one request at a time
+    server = threading.Lock()
+    seconds = {"chat": 2.5, "late": 1.15}
+
+    def answer(body):
+        question = question_of(body)
+        with server:  # one at a time, the rest wait inside the server
+            time.sleep(next((s for word, s in seconds.items() if word in question), 0.01))
+        return "4"
+
+    fake_llm.responder = answer
+    agents = await sync_to_async(make_agents)(profile, 1)
+    agents[0].total_timeout_s = 1
+    await sync_to_async(agents[0].save)()
+    suite = await sync_to_async(make_suite)(("late?", "4", "exact"), ("2 + 2?", "4", "exact"))
+    experiment = await sync_to_async(runner.create_experiment)(user, suite, agents,
+                                                               concurrency=1)
+    chat = asyncio.ensure_future(
+        (await sync_to_async(model_for)(await sync_to_async(to_config)(profile))).chat(
+            [{"role": "user", "content": "a chat question"}]))
+    await await_until(lambda: fake_llm.requests, timeout=10)  # the chat holds the model
+    done = await runner.run_experiment(experiment.pk)
+    assert (await chat).text == "4"
+    got = await sync_to_async(results)(done)
+
+    late = got[("late?", "Agent 0")]
+    assert late.run.status == "timed_out"  # on its own clock: the wait was not charged
+    assert late.status == "error" and late.scorer_detail["model_busy"] is True, late.error
+    assert late.error.startswith("the model was busy") and "not counted" in late.error.lower()
+    assert late.scorer_detail["waited_ms"] * 2 >= late.scorer_detail["wall_ms"] > 0
+    steps = await sync_to_async(list)(late.run.steps.filter(kind="llm"))
+    assert steps[0].meta["queued_ms"] > 1000  # the wait is on the step
+    assert got[("2 + 2?", "Agent 0")].passed is True
+    (row,) = await sync_to_async(agent_summary)(done)
+    assert (row["finished"], row["errors"], row["busy"], row["passed"]) == (1, 0, 1, 1)
+    assert row["pass_rate"] == 1.0 and row["mean_score"] == 1.0
 
 
 @with_db

@@ -19,9 +19,10 @@ from traces.otel.spans import run_info
 from traces.otlp import export_otlp
 from traces.schema import FINISHED_STATUSES, RUN_STATUSES, RUN_TOTALS
 
-# The runtime's own timings: what the model and the tools took of the wall time. They travel
-# with the run's last status (bench figures) but a run does not keep them.
-TIMINGS = {"model_ms", "tool_ms"}
+# The runtime's own timings: what the model and the tools took of the wall time, and the wait
+# for a busy model's turn. They travel with the run's last status (bench figures) but a run does
+# not keep them.
+TIMINGS = {"model_ms", "tool_ms", "queued_ms"}
 
 
 def test_the_pages_have_words_for_exactly_the_run_statuses():

@@ -24,8 +24,20 @@ def test_a_step_frame_carries_its_partial_and_only_the_fields_read_of_the_step()
     assert (frame["type"], frame["seq"], frame["parent"], frame["kind"], frame["status"]) == (
         "step", 2, 1, "llm", "running")
     assert frame["step"] == {"name": "scripted-model", "role": "planner",
-                             "started_at": 1_700_000_000.5, "duration_ms": None}
+                             "started_at": 1_700_000_000.5, "duration_ms": None,
+                             "waiting_for_model": None}
     assert prompt not in json.dumps(frame["step"])
+
+
+def test_a_call_waiting_for_a_busy_model_says_so_in_its_frame():
+    """Issue 38: the page's "now" line shows "waiting for the model" from the frame."""
+    waiting = {"ahead": 2, "since": 1_700_000_001.0}
+    step = Step(seq=3, kind="llm", name="Local SmolLM2", status="running",
+                started_at=1_700_000_000.5, meta={"waiting_for_model": waiting}).to_dict()
+    frame = StepRenderer(7, run_start=None, parents={}).frame(step)
+    assert frame["step"]["waiting_for_model"] == waiting
+    source = LIVE_JS.read_text()
+    assert "waiting for the model" in source[source.index("activity() {"):]
 
 
 def test_live_js_reads_no_field_of_the_step_that_the_frame_leaves_out():

@@ -201,7 +201,8 @@ async def run_level(ports: list[int], cookie: str, run_ids: list[int],
     own = model = 0.0
     for p in probes:
         t = p.totals
-        own += (t.get("wall_ms") or 0) - (t.get("model_ms") or 0) - (t.get("tool_ms") or 0)
+        own += ((t.get("wall_ms") or 0) - (t.get("model_ms") or 0) - (t.get("tool_ms") or 0)
+                - (t.get("queued_ms") or 0))
         model += t.get("model_ms") or 0
     calls = sum(p.totals.get("llm_calls") or 0 for p in probes)
     # An llm step arrives twice (running, then done): overhead and rate are per recorded step.

@@ -118,7 +118,9 @@ async def settle(run_id: int) -> None:
         return
     result, run = found
     judge = await sync_to_async(pairs.judge_model)(result.experiment.judge_profile)
-    fields = await pairs.verdict(result.case, run.status, run.final_answer, run.error, judge)
+    waited = await sync_to_async(pairs.waited_ms)(run.pk)
+    fields = await pairs.verdict(result.case, run.status, run.final_answer, run.error, judge,
+                                 waited_ms=waited, wall_ms=run.wall_ms)
     if not await sync_to_async(_save_once)(result.pk, fields):
         return  # another worker settled it meanwhile
     await _progress(result.experiment_id, result.pk, fields["status"])

@@ -26,8 +26,9 @@ from agentlab.evals.models import (
 )
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.models import ModelProfile
-from agentlab.profiles import to_config
+from agentlab.profiles import model_for, to_config
 from agentlab.runs import start
+from traces.models import Step
 from traces.schema import ANSWERED_STATUSES
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ def group_name(experiment_id: int) -> str:
 
 
 def judge_model(profile: ModelProfile | None) -> OpenAIChatModel | None:
-    return OpenAIChatModel(to_config(profile)) if profile is not None else None
+    return model_for(to_config(profile)) if profile is not None else None
 
 
 def begin(experiment_id: int, *, worker: str) -> Experiment:
@@ -83,15 +84,48 @@ def unstartable(result: Result) -> dict[str, Any]:
 
 
 async def verdict(case: Case, status: str, answer: str | None, error: str | None,
-                  judge: OpenAIChatModel | None) -> dict[str, Any]:
+                  judge: OpenAIChatModel | None, *, waited_ms: float = 0.0,
+                  wall_ms: float | None = None) -> dict[str, Any]:
     """The result fields of a pair whose run ended with `status`: cancelled, an error (it never
-    answered), or its answer scored."""
+    answered; "model busy" when it timed out after waiting `waited_ms` of its `wall_ms` for
+    a shared model's turn: see model_busy), or its answer scored."""
     if status == "cancelled":
         return {"status": "cancelled", "error": error or "the run was cancelled"}
     if status not in ANSWERED_STATUSES:  # a "stopped" run answered: scored
-        return {"status": "error", "error": f"the run {status.replace('_', ' ')}"
-                + (f": {error}" if error else "")}
+        ended = f"the run {status.replace('_', ' ')}" + (f": {error}" if error else "")
+        if model_busy(status, waited_ms, wall_ms):
+            return {"status": "error",
+                    "error": f"the model was busy: the run waited {waited_ms / 1000:.1f} s of "
+                             f"its {(wall_ms or 0) / 1000:.1f} s for other runs' calls, then "
+                             f"{ended}. Not counted against the agent.",
+                    "scorer_detail": {MODEL_BUSY: True, "waited_ms": round(waited_ms),
+                                      "wall_ms": round(wall_ms or 0)}}
+        return {"status": "error", "error": ended}
     return await score(case, answer or "", judge)
+
+
+# A result whose run failed because the model it shared was busy: its scorer_detail has this
+# key; it is shown as "model busy" and left out of the mean score and the pass rate
+# (evals/summary.py). An error result otherwise (no migration for a new status).
+MODEL_BUSY = "model_busy"
+
+
+def model_busy(status: str, waited_ms: float, wall_ms: float | None) -> bool:
+    """Whether a run that ended unanswered failed because the model was busy: it timed out
+    having waited for the model's turn (other runs' and chats' calls: agentlab/llm/gate.py)
+    at least as long as it ran itself. The wait itself is not charged to its limit; a run
+    that still ran out of time after one that long shared a model slowed by the others (one
+    request at a time, a prompt another run's call displaced re-read, a cut-off request
+    finished before the next), so the case says nothing about the agent: re-run it."""
+    return (status == "timed_out" and waited_ms > 0 and wall_ms is not None
+            and waited_ms * 2 >= wall_ms)
+
+
+def waited_ms(run_id: int) -> float:
+    """How long a run's model calls waited for their turn (its llm steps' meta.queued_ms):
+    the runtime's totals.queued_ms, read back from the record (a run on a worker)."""
+    return float(sum((meta or {}).get("queued_ms") or 0 for meta in Step.objects.filter(
+        run_id=run_id, kind="llm", meta__has_key="queued_ms").values_list("meta", flat=True)))
 
 
 async def score(case: Case, answer: str, judge: OpenAIChatModel | None) -> dict[str, Any]:

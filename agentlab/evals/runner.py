@@ -256,7 +256,8 @@ async def _pair(result_id: int, control: Control, judge: OpenAIChatModel | None
             finally:
                 control.runs.discard(run.pk)
             fields = await pairs.verdict(case, outcome.status, outcome.answer, outcome.error,
-                                         judge)
+                                         judge, waited_ms=outcome.totals.queued_ms,
+                                         wall_ms=outcome.totals.wall_ms)
     except asyncio.CancelledError:
         await asyncio.shield(sync_to_async(pairs.save)(result.pk, status="cancelled",
                                                        error="cancelled while it ran"))

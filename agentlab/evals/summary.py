@@ -2,7 +2,8 @@
 
 Figures are aggregated in the database (Result joined with its Run). In the mean score and the
 pass rate an *error* result counts as 0 / not passed (a run that failed did not answer);
-pending, running and cancelled results are not counted at all.
+pending, running and cancelled results are not counted at all, nor is one whose run failed
+because the model it shared was busy (`pairs.MODEL_BUSY`: it says nothing about the agent).
 """
 
 from __future__ import annotations
@@ -13,22 +14,27 @@ from django.db.models import Count, FloatField, IntegerField, Q, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
+from agentlab.evals import pairs
 from agentlab.evals.models import Case, Experiment, Result
 
 SCORED = ("done", "error")
+MODEL_BUSY = Q(scorer_detail__has_key=pairs.MODEL_BUSY)  # an error result, not counted
+COUNTED = Q(status__in=SCORED) & ~MODEL_BUSY  # what the mean score and the pass rate count
 
 
 def agent_summary(experiment: Experiment) -> list[dict[str, Any]]:
-    """One dict per agent, by name: agent_id, agent, cases, finished, errors, passed,
+    """One dict per agent, by name: agent_id, agent, cases, finished (scored: model-busy
+    results are not), errors, busy (model busy: not counted), passed,
     mean_score (0..1 or None), pass_rate (0..1 or None), runs, succeeded, stopped (runs a
     limit stopped that answered from their findings), tokens_in,
     tokens_out, tokens, cost_usd, wall_s (all runs together), mean_wall_s (per run), and the
     LLM judge's own judge_tokens and judge_cost_usd (kept apart: the agent did not spend them).
     """
-    scored = Q(status__in=SCORED)
+    scored = COUNTED
     rows = (experiment.results.values("agent_id", "agent_name")
             .annotate(cases=Count("id"), finished=Count("id", filter=scored),
-                      errors=Count("id", filter=Q(status="error")),
+                      errors=Count("id", filter=Q(status="error") & ~MODEL_BUSY),
+                      busy=Count("id", filter=Q(status="error") & MODEL_BUSY),
                       passed=Count("id", filter=Q(passed=True) & scored),
                       score_sum=Sum("score", filter=scored), runs=Count("run"),
                       succeeded=Count("id", filter=Q(run__status="succeeded")),
@@ -47,7 +53,8 @@ def agent_summary(experiment: Experiment) -> list[dict[str, Any]]:
         wall_s = (r["wall_ms"] or 0) / 1000
         out.append({
             "agent_id": r["agent_id"], "agent": r["agent_name"], "cases": r["cases"],
-            "finished": finished, "errors": r["errors"], "passed": r["passed"],
+            "finished": finished, "errors": r["errors"], "busy": r["busy"],
+            "passed": r["passed"],
             "mean_score": (r["score_sum"] or 0) / finished if finished else None,
             "pass_rate": r["passed"] / finished if finished else None,
             "runs": r["runs"], "succeeded": r["succeeded"], "stopped": r["stopped"],
@@ -97,10 +104,11 @@ class Comparison(NamedTuple):
 
 
 def compare(experiment: Experiment, earlier: Experiment) -> list[Comparison]:
-    """Every (case, agent) finished in both experiments, by score (an error counts as 0)."""
-    before = {(r.case_id, _agent_key(r)): r for r in earlier.results.filter(status__in=SCORED)}
+    """Every (case, agent) finished in both experiments, by score (an error counts as 0; a
+    model-busy result is no score)."""
+    before = {(r.case_id, _agent_key(r)): r for r in earlier.results.filter(COUNTED)}
     out = []
-    for r in experiment.results.filter(status__in=SCORED).select_related("case"):
+    for r in experiment.results.filter(COUNTED).select_related("case"):
         old = before.get((r.case_id, _agent_key(r)))
         if old is None:
             continue

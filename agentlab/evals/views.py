@@ -20,7 +20,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agentlab.evals import estimates, runner, summary
+from agentlab.evals import estimates, pairs, runner, summary
 from agentlab.evals.demo import DEMO_SUITE
 from agentlab.evals.forms import StartForm
 from agentlab.evals.models import FINISHED_RESULT_STATUSES, Case, Experiment, Suite
@@ -31,7 +31,11 @@ from traces.display.figures import best_value, format_percent
 from traces.display.labels import status_word
 
 POLL_SECONDS = 1
-SCORED = summary.SCORED  # what the mean score counts (an error is a 0)
+DEMO_CONCURRENCY = 2  # the one-click demo forms' runs at a time (templates/evals/index.html)
+SCORED = summary.SCORED  # what the mean score counts (an error is a 0, "model busy" nothing)
+# The same, seen from an experiment (its results'), for the list's annotations.
+COUNTED_RESULTS = (Q(results__status__in=SCORED)
+                   & ~Q(results__scorer_detail__has_key=pairs.MODEL_BUSY))
 # Summary columns: key, label, how it is shown, whether higher is better.
 FIGURES = (("mean_score", "Mean score", "pct", True), ("pass_rate", "Pass rate", "pct", True),
            ("tokens", "Tokens", "int", False), ("cost_usd", "Cost", "cost", False),
@@ -77,27 +81,27 @@ def _render_index(request: HttpRequest, user: Any, form: StartForm) -> HttpRespo
         Experiment.objects.visible_to(user).select_related("suite", "user")
         .annotate(n_total=Count("results"),
                   n_done=Count("results", filter=Q(results__status__in=FINISHED_RESULT_STATUSES)),
-                  n_scored=Count("results", filter=Q(results__status__in=SCORED)),
-                  score_sum=Sum("results__score", filter=Q(results__status__in=SCORED)))[:100])
+                  n_scored=Count("results", filter=COUNTED_RESULTS),
+                  score_sum=Sum("results__score", filter=COUNTED_RESULTS))[:100])
     for e in experiments:
         e.percent = round(100 * e.n_done / e.n_total) if e.n_total else 0
         e.mean_score = (e.score_sum or 0) / e.n_scored if e.n_scored else None
         e.badge = badge(e.status, e.mean_score)
     demo = next((s for s in suites if s.name == DEMO_SUITE and s.case_count), None)
     paradigm_agents = _one_per_paradigm()
-    all_agents = list(Agent.objects.all())
-    seconds = estimates.agent_seconds(user, all_agents)
+    all_agents = list(Agent.objects.select_related("model_profile"))
     context = {"form": form, "suites": suites, "experiments": experiments,
                "demo_suite": demo, "paradigm_agents": paradigm_agents,
                # What the start form's script estimates from (static/agentlab/evals.js).
                "estimate_data": {"cases": {s.pk: s.case_count for s in suites},
                                  "case_tags": {s.pk: case_tags[s.pk] for s in suites},
-                                 "seconds": {a.pk: seconds[a.pk] for a in all_agents}}}
+                                 **estimates.form_data(user, all_agents)}}
     if demo and paradigm_agents:
-        agent_secs = [seconds[a.pk] for a in paradigm_agents]
         small = min(estimates.SMALL_CASES, demo.case_count)
-        context["demo_small"] = {"cases": small, **estimates.estimate(small, agent_secs, 2)}
-        context["demo_full"] = estimates.estimate(demo.case_count, agent_secs, 2)
+        context["demo_small"] = {"cases": small, **estimates.for_agents(
+            user, paradigm_agents, small, DEMO_CONCURRENCY)}
+        context["demo_full"] = estimates.for_agents(user, paradigm_agents, demo.case_count,
+                                                    DEMO_CONCURRENCY)
     return render(request, "evals/index.html", context)
 
 
@@ -130,7 +134,7 @@ def _one_per_paradigm() -> list[Agent]:
     """The first agent of each paradigm (ReAct has four modes; one is enough). The default
     agents are created first, in their order, so a fresh install gets the defaults."""
     chosen: dict[str, Agent] = {}
-    for agent in Agent.objects.order_by("pk"):
+    for agent in Agent.objects.select_related("model_profile").order_by("pk"):
         chosen.setdefault(agent.paradigm, agent)
     return list(chosen.values())
 
@@ -156,8 +160,8 @@ def _experiment_context(request: HttpRequest, pk: int) -> dict[str, Any]:
     finished = not experiment.is_active
     earlier = (Experiment.objects.visible_to(request.user)
                .filter(suite=experiment.suite_id).exclude(pk=pk).order_by("-created")[:50])
-    scored = experiment.results.filter(status__in=SCORED).aggregate(n=Count("pk"),
-                                                                     total=Sum("score"))
+    scored = experiment.results.filter(summary.COUNTED).aggregate(n=Count("pk"),
+                                                                   total=Sum("score"))
     mean = (scored["total"] or 0) / scored["n"] if scored["n"] else None
     return {
         "experiment": experiment, "done": done, "total": total, "finished": finished,

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agentlab.llm.client import OpenAIChatModel
 from agentlab.llm.errors import LLMError
 from agentlab.llm.types import ChatResult, ProfileConfig
+from agentlab.profiles import model_for
 from traces.redact import redact_urls
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ async def call_model(config: ProfileConfig, request: Request) -> tuple[ChatResul
     """One call to the profile: the reply, or what went wrong in words (credentials blanked)."""
     try:
         async with asyncio.timeout(CALL_TIMEOUT_S):
-            return await OpenAIChatModel(config).chat(request.messages, **request.params), ""
+            return await model_for(config).chat(request.messages, **request.params), ""
     except LLMError as exc:
         return None, f"the model call failed: {exc}"  # LLMError keeps URLs' secrets out
     except TimeoutError:

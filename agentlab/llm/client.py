@@ -12,11 +12,12 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import openai
 
-from agentlab.llm import grammars, transport
+from agentlab.llm import gate, grammars, transport
 from agentlab.llm.errors import (
     AuthenticationFailed,
     ContextTooLong,
@@ -42,11 +43,15 @@ class _Tally:
 
 
 class OpenAIChatModel:
-    """A ChatModel for one profile (and its fallback chain)."""
+    """A ChatModel for one profile (and its fallback chain). `gate_limit(profile)`: how many
+    requests that profile's endpoint takes at a time (0: no limit; None: never limited), the
+    rest waiting their turn in order (agentlab/llm/gate.py)."""
 
-    def __init__(self, profile: ProfileConfig) -> None:
+    def __init__(self, profile: ProfileConfig, *,
+                 gate_limit: Callable[[ProfileConfig], int] | None = None) -> None:
         self.profile = profile
         self.profile_name = profile.name
+        self.gate_limit = gate_limit
         self._schema_as_json_object: set[str] = set()  # llama.cpp's response_format dialect
         self._no_stream_options: set[str] = set()  # servers that refuse stream_options
         self._no_tool_streams: set[str] = set()  # servers that cannot stream a tool turn
@@ -114,8 +119,12 @@ class OpenAIChatModel:
                                        base_url=p.base_url)
         key = (os.environ.get(p.api_key_env) if p.api_key_env else None) or "not-needed"
         kwargs = self._kwargs(p, model, request)
+        limit = self.gate_limit(p) if self.gate_limit is not None else 0
         try:
-            result = await self._answer(p, kwargs, on_token, tally, key)
+            # Sent only once the endpoint has room (a wait for its turn is announced, and is
+            # not on this request's timeout); held until the whole reply is read.
+            async with gate.through(p.base_url, limit):
+                result = await self._answer(p, kwargs, on_token, tally, key)
         except LLMError as exc:
             exc.profile, exc.base_url = exc.profile or p.name, exc.base_url or p.base_url
             raise

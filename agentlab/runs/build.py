@@ -15,7 +15,7 @@ from agentlab.guardrails.checks import Check
 from agentlab.llm.client import OpenAIChatModel
 from agentlab.llm.types import ProfileConfig
 from agentlab.paradigms import registry
-from agentlab.profiles import resolve_url
+from agentlab.profiles import model_for, resolve_url
 from agentlab.runtime.context import RunContext
 from agentlab.runtime.guard import RunGuard
 from agentlab.runtime.limits import Limits
@@ -69,7 +69,7 @@ def guard_for(snap: dict[str, Any]) -> RunGuard | None:
     question = snap.get("guardrail_input")
     if not checks and not question:
         return None
-    judges = {c.name: OpenAIChatModel(profile_from_dict(c.judge)) for c in checks
+    judges = {c.name: model_for(profile_from_dict(c.judge)) for c in checks
               if c.kind == "judge" and c.judge}
     return RunGuard(checks, judges=judges, question=question)
 
@@ -91,4 +91,6 @@ def executor_for(tools: dict[str, dict[str, Any]], user_groups: Iterable[str] = 
 
 
 def models_for(snap: dict[str, Any]) -> dict[str, OpenAIChatModel]:
-    return {role: OpenAIChatModel(profile_from_dict(p)) for role, p in snap["profiles"].items()}
+    """The models per role, each sharing its endpoint's place in line with every other run's
+    (agentlab/llm/gate.py)."""
+    return {role: model_for(profile_from_dict(p)) for role, p in snap["profiles"].items()}

@@ -8,10 +8,11 @@ import collections
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from agentlab.guardrails.decisions import decision_step
+from agentlab.llm import gate
 from agentlab.llm.errors import ContextTooLong, LLMError
 from agentlab.runtime import slots, window
 from agentlab.runtime.guard import RunGuard, blocked
@@ -296,13 +297,15 @@ class RunContext(ToolCalls, ScopedContext):
             result = await self._chat(model, request, on_token, step,
                                       request["messages"] if edited else messages)
         except LLMError as exc:
+            started += self._queued_s(step)  # the model's own time, not its queue's
             self.totals.model_ms += (time.perf_counter() - started) * 1000
             await self.finish(step, status="error", started=started,
                               output={"error": str(exc), "kind": exc.kind}, text=str(exc))
             raise
         except asyncio.CancelledError:
-            await self._interrupted(step, started)
+            await self._interrupted(step, started + self._queued_s(step))
             raise
+        started += self._queued_s(step)
         elapsed = (time.perf_counter() - started) * 1000
         self.totals.model_ms += elapsed
         usage = result.usage
@@ -324,13 +327,14 @@ class RunContext(ToolCalls, ScopedContext):
         is not our estimate), fit once more to its count and ask again."""
         for attempt in range(2):
             try:
-                async with slots.waiting():
-                    return await model.chat(
-                        request["messages"], tools=request["tools"],
-                        tool_choice=request["tool_choice"],
-                        response_format=request["response_format"], stop=request["stop"],
-                        temperature=request["temperature"], max_tokens=request["max_tokens"],
-                        on_token=on_token)
+                with gate.listening(self._waiting_for_model(step)):
+                    async with slots.waiting():
+                        return await model.chat(
+                            request["messages"], tools=request["tools"],
+                            tool_choice=request["tool_choice"],
+                            response_format=request["response_format"],
+                            stop=request["stop"], temperature=request["temperature"],
+                            max_tokens=request["max_tokens"], on_token=on_token)
             except ContextTooLong as exc:
                 if attempt or not self._learn_window(model, request, exc):
                     raise
@@ -339,6 +343,33 @@ class RunContext(ToolCalls, ScopedContext):
                 except window.PromptTooLong:
                     raise exc from None  # the server's own words and counts say it best
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _waiting_for_model(self, step: Step) -> gate.QueueListener:
+        """What a wait for a busy model's turn does (agentlab/llm/gate.py): the run's deadline
+        is lifted meanwhile (the wait is not the agent's time), the running step says so
+        (meta.waiting_for_model: the page shows "waiting for the model") and then keeps how
+        long it waited (meta.queued_ms, also in the run's totals)."""
+
+        @contextlib.asynccontextmanager
+        async def waiting(ahead: int) -> AsyncIterator[None]:
+            began = time.perf_counter()
+            with deadline_lifted(self.timeout):
+                step.meta["waiting_for_model"] = {"ahead": ahead, "since": time.time()}
+                await self.emit(step)
+                try:
+                    yield
+                finally:
+                    waited = (time.perf_counter() - began) * 1000
+                    step.meta.pop("waiting_for_model", None)
+                    step.meta["queued_ms"] = round(step.meta.get("queued_ms", 0.0) + waited, 1)
+                    self.totals.queued_ms += waited
+            await self.emit(step)  # its turn: the page shows the call going on
+
+        return waiting
+
+    @staticmethod
+    def _queued_s(step: Step) -> float:
+        return step.meta.get("queued_ms", 0.0) / 1000
 
     def _fit(self, model: ChatModel, request: dict[str, Any],
              messages: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -30,8 +31,9 @@ class Totals:
     wall_ms: float = 0.0
     format_errors: int = 0
     reflections: int = 0
-    model_ms: float = 0.0  # time spent waiting on models; wall - model - tool = our overhead
-    tool_ms: float = 0.0
+    model_ms: float = 0.0  # time the models spent answering; wall - model - tool - queued
+    tool_ms: float = 0.0  # = our overhead (and the time a person took: pauses, approvals)
+    queued_ms: float = 0.0  # time waiting for a busy model's turn (llm/gate.py): not charged
 
     @property
     def tokens(self) -> int:
@@ -67,20 +69,36 @@ class RunCancelled(Exception):
     """The user cancelled the run."""
 
 
+@dataclass
+class _Lift:
+    when: float  # the deadline when the first wait began
+    since: float  # when it began
+    waits: int = 0  # waits going on now (a run's parallel branches may wait at once)
+
+
+_LIFTS: weakref.WeakKeyDictionary[asyncio.Timeout, _Lift] = weakref.WeakKeyDictionary()
+
+
 @contextlib.contextmanager
 def deadline_lifted(timeout: asyncio.Timeout | None) -> Iterator[None]:
-    """Time spent waiting for a person (a pause, an approval) does not count towards the run's
-    total timeout: the deadline is lifted while waiting and moved back by as long after, so a
-    run nobody approves waits, visibly, instead of timing out."""
-    when = timeout.when() if timeout is not None else None
-    if timeout is None or when is None or timeout.expired():
-        yield
-        return
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    timeout.reschedule(None)
+    """Time spent waiting for a person (a pause, an approval) or for a busy model's turn does
+    not count towards the run's total timeout: the deadline is lifted while waiting and moved
+    back by as long after, so a run nobody approves waits, visibly, instead of timing out.
+    Overlapping waits (parallel branches of one run) lift it once, for as long as any lasts."""
+    lift = _LIFTS.get(timeout) if timeout is not None else None
+    if lift is None:
+        when = timeout.when() if timeout is not None else None
+        if timeout is None or when is None or timeout.expired():
+            yield
+            return
+        lift = _LIFTS[timeout] = _Lift(when, asyncio.get_running_loop().time())
+        timeout.reschedule(None)
+    lift.waits += 1
     try:
         yield
     finally:
-        if not timeout.expired():
-            timeout.reschedule(when + (loop.time() - started))
+        lift.waits -= 1
+        if not lift.waits:
+            del _LIFTS[timeout]
+            if not timeout.expired():
+                timeout.reschedule(lift.when + (asyncio.get_running_loop().time() - lift.since))

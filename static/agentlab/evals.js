@@ -2,7 +2,8 @@
    second while the experiment runs; this file keeps the ticked diff cells across those swaps,
    allows "Diff" only for exactly two cells, draws the summary chart (charts.js), and
    on the index page ticks one default agent per paradigm and says, before the start, how many
-   runs the form's experiment is and how long these agents' past runs say it takes. */
+   runs the form's experiment is and how long these agents' past runs say it takes (runs that
+   share a model take turns on it: agentlab/evals/estimates.py). */
 (function () {
   "use strict";
   let ticked = new Set();
@@ -92,8 +93,26 @@
     const known = secs.filter((s) => s !== null && s !== undefined);
     let text = `${cases} case${cases === 1 ? "" : "s"} × ${agents.length} agent${agents.length === 1 ? "" : "s"} = ${runs} run${runs === 1 ? "" : "s"}`;
     if (known.length) {
-      const total = known.reduce((sum, s) => sum + cases * s, 0) / concurrency;
-      text += `, about ${span(total)}${known.length < secs.length ? " or more" : ""} (from these agents' past runs)`;
+      // As agentlab/evals/estimates.py: every run's time spread over the concurrency, or, when
+      // longer, each shared model's time spread over the requests it takes at once (the
+      // embedded model: one), since runs take turns on it.
+      let total = known.reduce((sum, s) => sum + cases * s, 0) / concurrency;
+      let queued = false;
+      const busy = new Map(); // model key -> [its seconds, its limit]
+      agents.forEach((a) => {
+        const model = (data.models || {})[a];
+        const s = data.seconds[a];
+        const m = (data.model_seconds || {})[a];
+        if (s === null || s === undefined || !model || m === null || m === undefined) return;
+        const [key, limit] = model;
+        if (!(limit > 0 && limit < concurrency)) return;
+        const seen = busy.get(key) || [0, limit];
+        busy.set(key, [seen[0] + cases * m, limit]);
+      });
+      busy.forEach(([seconds, limit]) => {
+        if (seconds / limit > total) { total = seconds / limit; queued = true; }
+      });
+      text += `, about ${span(total)}${known.length < secs.length ? " or more" : ""} (from these agents' past runs${queued ? "; they take turns on the model they share" : ""})`;
     } else {
       text += "; no past runs of these agents to estimate the time from";
     }

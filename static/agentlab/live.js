@@ -133,6 +133,9 @@
           seq: frame.seq, kind: frame.kind, name: step.name || "", role: step.role || "",
           started: Number.isFinite(started) && started > 0 ? Math.min(started, Date.now()) : Date.now(),
           tokens: 0, firstToken: null,
+          // A call waiting for a busy model's turn (other runs or chats ask it first): not the
+          // agent's time, and not charged to the run's time limit.
+          waiting: step.waiting_for_model || null,
         };
       } else if (this.current && this.current.seq === frame.seq) {
         this.current = null;
@@ -158,7 +161,13 @@
       else what = `${now.kind}${now.name ? " " + now.name : ""}`;
       if (now.role && now.role !== "agent") what += ` (${now.role})`;
       let text = `Step ${now.seq}: ${what} · ${secs.toFixed(0)} s`;
-      if (now.tokens) {
+      if (now.waiting) {
+        const ahead = Number(now.waiting.ahead) || 0;
+        const since = Number(now.waiting.since) * 1000;
+        const waited = Number.isFinite(since) && since > 0 ? Math.max(0, (Date.now() - since) / 1000) : 0;
+        text += ` · waiting for the model${ahead ? ` (${ahead} request${ahead === 1 ? "" : "s"} ahead)` : ""}`
+          + ` for ${waited.toFixed(0)} s, not counted against the run's time limit`;
+      } else if (now.tokens) {
         const since = Math.max(0.001, (Date.now() - now.firstToken) / 1000);
         text += ` · ${now.tokens} tokens so far · ${(now.tokens / since).toFixed(1)} tokens/s`;
       } else if (now.kind === "llm") {

@@ -19,10 +19,12 @@ from traces.display.html import step_html
 from traces.display.view import StepView, step_view
 
 # What a "step" frame carries of the step besides its partial: what its readers read
-# (static/agentlab/live.js `track`, the "now" line: name, role, started_at; agentlab/bench/
-# watch.py's fallback clock: started_at, duration_ms). The partial shows the rest, its payloads
-# loaded on demand; docs/LIVE_PROTOCOL.md "The step frame, field by field" says who reads what.
-FRAME_STEP_FIELDS = ("name", "role", "started_at", "duration_ms")
+# (static/agentlab/live.js `track`, the "now" line: name, role, started_at, and from the meta
+# waiting_for_model: a call waiting for a busy model's turn; agentlab/bench/watch.py's fallback
+# clock: started_at, duration_ms). The partial shows the rest, its payloads loaded on demand;
+# docs/LIVE_PROTOCOL.md "The step frame, field by field" says who reads what.
+FRAME_STEP_FIELDS = ("name", "role", "started_at", "duration_ms", "waiting_for_model")
+FRAME_META_FIELDS = frozenset({"waiting_for_model"})  # of FRAME_STEP_FIELDS: read from meta
 # (run, seq, version, run start, depth) -> the step's partial, for every socket of this process.
 _RENDERED: OrderedDict[tuple[Any, ...], str] = OrderedDict()
 RENDER_CACHE_SIZE = 512
@@ -69,7 +71,9 @@ class StepRenderer:
         return {"type": "step", "seq": step["seq"], "parent": step.get("parent"),
                 "kind": step["kind"], "status": step["status"],
                 "html": self.html(step) if html is None else html,
-                "step": {field: step.get(field) for field in FRAME_STEP_FIELDS}}
+                "step": {field: (step.get("meta") or {}).get(field)
+                         if field in FRAME_META_FIELDS else step.get(field)
+                         for field in FRAME_STEP_FIELDS}}
 
     def live_frame(self, event: dict[str, Any]) -> dict[str, Any]:
         """The "step" frame of a published step, its HTML from the cache when another socket of

@@ -33,7 +33,8 @@ FOLDED_INLINE = 400  # folded payloads up to this size come with the page; bigge
 FACT_SKIP = {"traceback"}
 # How a step's meta reads on its card: "first token 13.3 s", not "ttft_ms 1.33e+04".
 FACT_LABELS = {"ttft_ms": "first token", "latency_ms": "latency", "duration_ms": "duration",
-               "recorded_ttft_ms": "first token, as recorded"}
+               "recorded_ttft_ms": "first token, as recorded",
+               "queued_ms": "waited for the model"}  # its turn on a busy model (llm/gate.py)
 # A replayed step's reply came from the record in a millisecond: its timings are the recorded
 # call's, said as such (not as if measured in this run).
 RECORDED_FACTS = {"ttft_ms": "recorded_ttft_ms"}

@@ -107,6 +107,8 @@ class Command(BaseCommand):
     def _line(self, r: Result, done: int, total: int) -> None:
         if r.status == "done":
             verdict = f"{'passed' if r.passed else 'failed'} ({r.score:.2f})"
+        elif (r.scorer_detail or {}).get("model_busy"):  # not counted against the agent
+            verdict = f"model busy: {_clip(r.error, 80)}"
         else:
             verdict = f"{r.status}: {_clip(r.error, 80)}"
         where = f" · /runs/{r.run_id}/" if r.run_id else ""
@@ -125,7 +127,8 @@ def _cells(r: dict[str, Any]) -> list[str]:
         return format_percent(v)
 
     return [r["agent"], "—" if r["mean_score"] is None else f"{r['mean_score']:.2f}",
-            f"{pct(r['pass_rate'])} ({r['passed']}/{r['finished']})", str(r["errors"]),
+            f"{pct(r['pass_rate'])} ({r['passed']}/{r['finished']})", str(r["errors"])
+            + (f" (+{r['busy']} model busy)" if r.get("busy") else ""),
             f"{r['succeeded']}/{r['runs']}"
             + (f" (+{r['stopped']} stopped)" if r.get("stopped") else ""), str(r["tokens"]),
             f"{r['cost_usd']:.4f}",
