@@ -20,7 +20,6 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group
 from django.core import mail
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
@@ -31,6 +30,7 @@ from agentlab.runs.execution import execute_run
 from agentlab.runs.registry import REGISTRY
 from agentlab.runs.snapshot import create_run
 from tests.fake_openai import FakeOpenAI, RawServer, Reply
+from tests.page_actions import import_, started
 from traces.bundle import export_bundle
 from traces.models import Run, Step
 
@@ -136,23 +136,6 @@ async def client(user) -> AsyncClient:
     client = AsyncClient()
     await client.aforce_login(user)
     return client
-
-
-async def import_(client: AsyncClient, data: bytes) -> Run:
-    """Through the runs list's import form, as a user would."""
-    response = await client.post(reverse("run_import"),
-                                 {"bundle": SimpleUploadedFile("run.json", data)})
-    assert response.status_code == 302, response.content[:300]
-    pk = int(response["Location"].rstrip("/").rsplit("/", 1)[1])
-    run = await Run.objects.aget(pk=pk)
-    assert run.agent_id is None and "imported_from" in run.agent_snapshot
-    return run
-
-
-def started(response) -> int:
-    """The new run a fork / resume / replay view redirected to."""
-    assert response.status_code == 302, response.content.decode()[:2000]
-    return int(response["Location"].rstrip("/").rsplit("/", 1)[1])
 
 
 async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:

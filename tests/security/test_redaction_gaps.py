@@ -27,8 +27,8 @@ from agentlab.runs import control as run_control
 from agentlab.runs.execution import execute_run
 from agentlab.runs.snapshot import create_run
 from tests.fake_openai import Reply
-from tests.security.test_imported_runs import import_, started
-from tests.test_consumers import connect, frames_until, headers, is_type, paused, synced
+from tests.page_actions import import_, started
+from tests.sockets import connect, frames_until, headers, is_type, paused, synced
 from tests.waiting import await_until
 from traces.bundle import export_bundle
 from traces.models import Run, Step
