@@ -23,6 +23,9 @@ from agentlab.llm import chatml
 HANDLER = "agentlab-chatml"
 PARENT_ENV = "AGENTLAB_LLM_PARENT_PID"  # the pid whose death ends this server
 PROMPT_LOG_ENV = "AGENTLAB_LLM_PROMPT_LOG"  # a file: every prompt as tokenized, a JSON line each
+PROMPT_CACHE_ENV = "AGENTLAB_LLM_PROMPT_CACHE_BYTES"  # the prompt cache's capacity; 0: none
+PROMPT_CACHE_BYTES = 1 << 30
+KEY_BYTES_PER_TOKEN = 40  # a cache key's tuple slot (8) and its int object (28, rounded up)
 _PR_SET_PDEATHSIG = 1
 _GRAMMARS: OrderedDict[str, Any] = OrderedDict()  # schema JSON -> LlamaGrammar, most recent last
 _GRAMMAR_CACHE = 64
@@ -41,6 +44,107 @@ def tie_to_parent() -> None:
         return
     if os.getppid() != parent:  # died before prctl took effect
         sys.exit(0)
+
+
+class PromptCache:
+    """The prompt cache (issue 38): llama-cpp-python's `LlamaRAMCache` (the states of earlier
+    prompts, the one sharing the longest prefix with a new prompt loaded before it is read; the
+    least recently used dropped beyond the capacity), with its memory counted as it is.
+
+    `LlamaRAMCache` counts only a state's `llama_state` (the KV cells, ~23 KB a token here) while
+    each `LlamaState` also holds a copy of the model's logits rows, `scores`: 196 KB a token
+    (49,152 floats), up to the n_ctx rows with `logits_all` (the server's default) and still up
+    to n_batch (512) rows, 96 MB, without it, where they are never written nor read. A 1 GiB
+    cache so held 5 to 10 GB. Here those rows are dropped (one is kept, which `load_state`
+    broadcasts) unless the model keeps all logits, and whatever stays is counted: the state,
+    the scores, the token ids and the key. After an eviction, glibc is asked to give the freed
+    memory back (`malloc_trim`): states of a few to 90 MB, freed out of order, otherwise stay
+    in its heap."""
+
+    def __init__(self, capacity_bytes: int, *, keep_scores: bool = False) -> None:
+        self.capacity_bytes = capacity_bytes
+        self.keep_scores = keep_scores
+        self.cache_state: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self._sizes: dict[tuple[int, ...], int] = {}
+        self.cache_size = 0  # bytes held, as counted by state_bytes
+        self.evictions = 0
+        self.trims = 0
+
+    @staticmethod
+    def state_bytes(key: tuple[int, ...], state: Any) -> int:
+        """What one entry holds: its llama.cpp state, its arrays and its key."""
+        return (int(state.llama_state_size) + int(state.scores.nbytes)
+                + int(state.input_ids.nbytes) + KEY_BYTES_PER_TOKEN * len(key))
+
+    def _longest_prefix_key(self, key: tuple[int, ...]) -> tuple[int, ...] | None:
+        best, best_len = None, 0
+        for k in self.cache_state:
+            n = 0
+            for a, b in zip(k, key, strict=False):
+                if a != b:
+                    break
+                n += 1
+            if n > best_len:
+                best, best_len = k, n
+        return best
+
+    def __getitem__(self, key: Any) -> Any:
+        found = self._longest_prefix_key(tuple(key))
+        if found is None:
+            raise KeyError("Key not found")
+        self.cache_state.move_to_end(found)
+        return self.cache_state[found]
+
+    def __contains__(self, key: Any) -> bool:
+        return self._longest_prefix_key(tuple(key)) is not None
+
+    def __setitem__(self, key: Any, state: Any) -> None:
+        key = tuple(key)
+        if not self.keep_scores and len(state.scores) > 1:
+            state.scores = state.scores[:1].copy()  # rows never written without logits_all
+        self._drop(key)
+        self.cache_state[key] = state
+        self._sizes[key] = size = self.state_bytes(key, state)
+        self.cache_size += size
+        evicted = False
+        while self.cache_size > self.capacity_bytes and self.cache_state:
+            self._drop(next(iter(self.cache_state)))
+            self.evictions += 1
+            evicted = True
+        if evicted:
+            self.trims += release_memory()
+
+    def _drop(self, key: tuple[int, ...]) -> None:
+        if self.cache_state.pop(key, None) is not None:
+            self.cache_size -= self._sizes.pop(key)
+
+
+def release_memory() -> int:
+    """glibc's malloc_trim(0): give the heap's free pages back to the system; 1 if it ran."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            _malloc_trim = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):  # not glibc
+            _malloc_trim = False
+    if not _malloc_trim:
+        return 0
+    _malloc_trim(0)
+    return 1
+
+
+_malloc_trim: Any = None
+
+
+def install_cache(llama: Any) -> None:
+    """Our prompt cache on the server's model, once (the server is started without its own
+    `--cache`); its capacity from AGENTLAB_LLM_PROMPT_CACHE_BYTES, 0 for none."""
+    if isinstance(getattr(llama, "cache", None), PromptCache):
+        return
+    capacity = int(os.environ.get(PROMPT_CACHE_ENV) or PROMPT_CACHE_BYTES)
+    if capacity > 0:
+        llama.set_cache(PromptCache(capacity,
+                                    keep_scores=bool(getattr(llama, "_logits_all", True))))
 
 
 def _cached(key: str, build: Any) -> Any:
@@ -129,6 +233,7 @@ def agentlab_chatml(*, llama: Any, messages: list[dict[str, Any]],
     """The chat completion handler: one completion per request, whatever it is."""
     from llama_cpp.llama_chat_format import _convert_completion_to_chat
 
+    install_cache(llama)
     if functions and not tools:
         tools = [{"type": "function", "function": f} for f in functions]
         tool_choice = tool_choice or function_call

@@ -35,9 +35,12 @@ main()
 """
 CHAT_HANDLER = "agentlab-chatml"  # registered by embedded_server before the server starts
 # The turns of one run share their prompt's beginning; llama.cpp reuses the longest common
-# prefix of the last prompt by itself, and this RAM cache keeps the states of a few earlier
-# prompts too, so two runs taking turns do not each re-read their whole prompt.
+# prefix of the last prompt by itself, and a RAM cache keeps the states of a few earlier
+# prompts too, so two runs taking turns do not each re-read their whole prompt. Ours
+# (embedded_server.PromptCache, installed by our chat handler), not the server's `--cache`,
+# whose LlamaRAMCache counts a fifth of what it holds (issue 38).
 PROMPT_CACHE_BYTES = 1 << 30
+PROMPT_CACHE_ENV = "AGENTLAB_LLM_PROMPT_CACHE_BYTES"  # read by embedded_server.install_cache
 
 
 class LocalModelError(RuntimeError):
@@ -160,7 +163,9 @@ class LocalModelServer:
                "--model_alias", MODEL_NAME, "--host", self.host, "--port", str(self.port),
                "--chat_format", CHAT_HANDLER, "--n_ctx", str(self.n_ctx),
                "--n_threads", str(self.n_threads),
-               "--cache", "True", "--cache_type", "ram", "--cache_size", str(PROMPT_CACHE_BYTES),
+               # Logits of the last token only (the sampler's): the server's default keeps
+               # every prompt token's, 196 KB a token, and copies them into each cached state.
+               "--logits_all", "False",
                # By default a new request cuts the stream in flight short (with [DONE]): two
                # runs sharing the embedded model would truncate each other's answers.
                "--interrupt_requests", "False", "--verbose", "False"]
@@ -169,7 +174,8 @@ class LocalModelServer:
         # Tied to this process: its own session (a Ctrl-C meant for us is ours to handle) and
         # a parent-death signal set by the child itself (embedded_server.tie_to_parent), so a
         # parent killed with SIGKILL leaves no server behind.
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid())}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid()),
+               PROMPT_CACHE_ENV: str(PROMPT_CACHE_BYTES)}
         self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, env=env,
                                         start_new_session=True)
