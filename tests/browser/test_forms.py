@@ -52,7 +52,7 @@ def test_a_run_page_says_what_each_action_does(page, live_url, user):
     expect(what.locator("#replay-form")).to_contain_text("answers each LLM call with the reply "
                                                          "recorded here")
     expect(what.locator("#resume-form")).to_contain_text("Continues this run from its last step")
-    expect(what).to_contain_text("a new run that keeps steps up to that one")
+    expect(what).to_contain_text("It keeps the steps up to that one")
     resume = page.get_by_role("button", name="Resume")
     assert "secondary" in resume.get_attribute("class")  # not the primary action of a failure
     expect(what.get_by_label("Tools in the replay")).to_have_value("recorded")
