@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "agentlab.chat",
     "agentlab.compare",
     "agentlab.evals",
+    "agentlab.tokens",
     "traces",
 ]
 
@@ -182,6 +183,8 @@ AGENTLAB_MAX_MESSAGE_CHARS = env_int("AGENTLAB_MAX_MESSAGE_CHARS", 20_000)
 AGENTLAB_MAX_FRAME_CHARS = env_int("AGENTLAB_MAX_FRAME_CHARS", 256 * 1024)
 # Runs one user may have going at once (running, paused, or queued and claimed); 0: no limit.
 AGENTLAB_MAX_ACTIVE_RUNS = env_int("AGENTLAB_MAX_ACTIVE_RUNS", 10)
+# Access tokens one user may have that are not revoked; 0: no limit.
+AGENTLAB_MAX_TOKENS = env_int("AGENTLAB_MAX_TOKENS", 20)
 # Seconds a tool call waits for approve or deny before it is denied and the run goes on.
 AGENTLAB_APPROVAL_TTL_S = env_int("AGENTLAB_APPROVAL_TTL_S", 30 * 60)
 # Events one run socket may have waiting to be sent; past it the socket is closed with 1013

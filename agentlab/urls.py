@@ -20,4 +20,5 @@ urlpatterns = [
     path("compare/", include("agentlab.compare.urls")),
     path("dashboard/", include("agentlab.dashboard.urls")),
     path("evals/", include("agentlab.evals.urls")),
+    path("tokens/", include("agentlab.tokens.urls")),
 ]

@@ -34,6 +34,7 @@ from agentlab.routing import websocket_urlpatterns
 from agentlab.runs import engine as run_engine
 from agentlab.runs import execution
 from agentlab.runs.snapshot import create_run
+from agentlab.tokens.models import create_token
 from tests.factories import make_agents, scripted_profile
 from tests.sockets import headers
 from traces import access
@@ -123,6 +124,9 @@ MATRIX: dict[str, Row] = {
     "evals:rerun": Row("/evals/experiments/{experiment}/rerun/", "post"),
     "evals:compare_pick": Row("/evals/experiments/{experiment}/compare/?other={earlier}"),
     "evals:compare": Row("/evals/experiments/{experiment}/compare/{earlier}/"),
+    # access tokens: each user's own, staff included (alice's token is named SECRET)
+    "tokens:index": lists("/tokens/", staff="hidden"),
+    "tokens:revoke": Row("/tokens/{token}/revoke/", "post", **PERSONAL),
 }
 SOCKETS: dict[str, Row] = {
     "ws/runs/<int:run_id>/": Row("/ws/runs/{run}/", anonymous="refused", other="refused",
@@ -218,7 +222,8 @@ def world(django_user_model, monkeypatch) -> dict[str, Any]:
     experiment = runner.create_experiment(alice, suite, agents[:1], previous=earlier)
     conversation = Conversation.objects.create(user=alice, agent=agents[0], title=SECRET)
     ChatTurn.objects.create(conversation=conversation, run=second, position=1)
-    ids = {"run": run.pk, "second": second.pk, "comparison": comparison.pk,
+    token, _secret = create_token(alice, SECRET, "ingest")
+    ids = {"token": token.pk, "run": run.pk, "second": second.pk, "comparison": comparison.pk,
            "experiment": experiment.pk, "earlier": earlier.pk, "suite": suite.pk,
            "conversation": conversation.pk, "agent": agents[0].pk}
     return {"users": users, "ids": ids, "launched": launched}
