@@ -243,6 +243,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and AGENTLA
 AGENTLAB_OTEL_PROJECT = os.environ.get("AGENTLAB_OTEL_PROJECT", "").strip() or "agentlab"
 # Live export: on when an OTLP endpoint is set (the SDK's exporter reads these variables and
 # OTEL_EXPORTER_OTLP_HEADERS itself); OTEL_SDK_DISABLED=true turns it off.
+AGENTLAB_OTEL_LIVE = bool(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+                          or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")) \
+    and not env_bool("OTEL_SDK_DISABLED")
 # What one OTLP upload may hold (counted before anything is built from it, traces/otel/decode.py):
 # attributes of one span (or event, link, resource), events and links of one span, items of one
 # array or kvlist value, and all of them together.
@@ -253,9 +256,6 @@ AGENTLAB_OTLP_MAX_VALUES = env_int("AGENTLAB_OTLP_MAX_VALUES", 10_000)
 AGENTLAB_OTLP_MAX_ITEMS = env_int("AGENTLAB_OTLP_MAX_ITEMS", 5_000_000)
 # Steps inside steps an imported run (bundle or OTLP) may have.
 AGENTLAB_IMPORT_MAX_DEPTH = env_int("AGENTLAB_IMPORT_MAX_DEPTH", 1_000)
-AGENTLAB_OTEL_LIVE = bool(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-                          or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")) \
-    and not env_bool("OTEL_SDK_DISABLED")
 
 
 # -- Production profile: AGENTLAB_ENV=production (docs/SECURITY.md "Deploying") ------------------

@@ -49,3 +49,18 @@ def calc_agent(fake_llm):
     agent.save()
     agent.tools.set(Tool.objects.filter(name="calculator"))
     return agent
+
+
+@pytest.fixture
+def agent(calc_agent):
+    """The agent most live tests run: the calculator agent on the scripted model (a module
+    that needs another defines its own `agent`)."""
+    return calc_agent
+
+
+@pytest.fixture
+def conversation(agent, user):
+    """A conversation of `user` with `agent`."""
+    from agentlab.chat.models import Conversation
+
+    return Conversation.objects.create(user=user, agent=agent)

@@ -18,16 +18,6 @@ from traces.models import Run
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def agent(calc_agent):
-    return calc_agent
-
-
-@pytest.fixture
-def conversation(agent, user):
-    return Conversation.objects.create(user=user, agent=agent)
-
-
 def test_index_lists_agents_and_only_my_conversations(client, user, other_user, agent):
     Conversation.objects.create(user=user, agent=agent, title="Mine about sums")
     Conversation.objects.create(user=other_user, agent=agent, title="Bob's secret")

@@ -9,22 +9,11 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from agentlab.asgi import application
-from agentlab.chat.models import Conversation
 from tests.fake_openai import Reply
 from tests.sockets import headers, run_finished
 from traces.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def agent(calc_agent):
-    return calc_agent
-
-
-@pytest.fixture
-def conversation(agent, user):
-    return Conversation.objects.create(user=user, agent=agent)
 
 
 async def test_the_first_message_names_the_conversation_in_its_turn_frame(

@@ -22,11 +22,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def agent(calc_agent):
-    return calc_agent
-
-
-@pytest.fixture
 def queued(agent, user):
     return create_run(agent, user, "What is 6*7?")
 

@@ -27,11 +27,6 @@ SCRIPT = (Reply(tool_calls=[("calculator", '{"expression": "6*7"}')]),
           Reply(text="6*7+1 is 43."))
 
 
-@pytest.fixture
-def agent(calc_agent):
-    return calc_agent
-
-
 async def record(agent, user, fake_llm) -> Run:
     """A finished source run: llm, tool, llm, tool, llm, final."""
     fake_llm.script(*SCRIPT)

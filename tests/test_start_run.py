@@ -48,11 +48,6 @@ def logged_in(user) -> Client:
 
 
 @pytest.fixture
-def agent(calc_agent):
-    return calc_agent
-
-
-@pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user("alice")
 

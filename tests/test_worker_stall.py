@@ -113,13 +113,19 @@ def executed_once(run: Run, fake_llm) -> list[Step]:
     return steps
 
 
-async def test_a_stalled_loop_keeps_its_run_and_finishes_it(
-        workers, stall_agent, user, fake_llm, marker):
-    fake_llm.script(stall(hold_gil=False), ANSWER)
+async def stalled_run(workers, stall_agent, user, fake_llm, *, hold_gil: bool) -> Run:
+    """A run on two workers whose tool stalls its worker's loop; it ends with the answer."""
+    fake_llm.script(stall(hold_gil=hold_gil), ANSWER)
     workers.start(2)
     await workers.ready(2)
     run, final = await run_to_its_end(stall_agent, user)
     assert final["status"] == "succeeded" and final["answer"] == "Done: the loop went on."
+    return run
+
+
+async def test_a_stalled_loop_keeps_its_run_and_finishes_it(
+        workers, stall_agent, user, fake_llm, marker):
+    run = await stalled_run(workers, stall_agent, user, fake_llm, hold_gil=False)
     # Whatever ended the run, the stalled call is over by now, and whatever it led to done.
     await await_until(lambda: time.time() > marker.stat().st_mtime + STALL_S + 2,
                       timeout=STALL_S + 10, message="the stall is over")
@@ -137,11 +143,7 @@ async def test_a_stalled_loop_keeps_its_run_and_finishes_it(
 
 async def test_a_loop_stalled_with_the_gil_held_is_taken_over_and_the_first_worker_stops(
         workers, stall_agent, user, fake_llm, marker):
-    fake_llm.script(stall(hold_gil=True), ANSWER)
-    workers.start(2)
-    await workers.ready(2)
-    run, final = await run_to_its_end(stall_agent, user)
-    assert final["status"] == "succeeded" and final["answer"] == "Done: the loop went on."
+    run = await stalled_run(workers, stall_agent, user, fake_llm, hold_gil=True)
     assert run.status == "succeeded"
 
     staller = next(p for p in workers.procs if p.pid == int(marker.read_text()))

@@ -126,14 +126,21 @@ def create_run(agent: Agent, user: Any, question: str, *, history: list[dict] | 
     The input guardrails read the question first: the run stores it as they left it (what
     they redacted or blocked masked) and records their decisions when it starts."""
     snap = snapshot(agent)
-    question, history = checked_question(snap, question, history or [])
     if timeout_cap_s:
         own = snap["limits"].get("total_timeout_s")
         snap["limits"]["total_timeout_s"] = min(own, timeout_cap_s) if own else timeout_cap_s
+    return queued_run(snap, user, question, history=history, **fields)
+
+
+def queued_run(snap: dict[str, Any], user: Any, question: str, *,
+               history: list[dict] | None = None, **fields: Any) -> Run:
+    """A queued run of the frozen agent `snap` (today's, or a fork's bound snapshot): the
+    input guardrails read the question first, a new one or a recorded one sent again."""
+    question, history = checked_question(snap, question, history or [])
     return Run.objects.create(
-        user=user, agent=agent, agent_name=agent.name, paradigm=agent.paradigm,
-        agent_snapshot=snap, input=question, history=history, **fields,
-    )
+        user=user, agent_id=snap["agent_id"], agent_name=snap["name"],
+        paradigm=snap["paradigm"], agent_snapshot=snap, input=question, history=history,
+        **fields)
 
 
 def checked_question(snap: dict[str, Any], question: str,

@@ -26,7 +26,7 @@ from django.db import transaction
 
 from agentlab.models import Agent
 from agentlab.runs.room import RunLimit, ensure_room
-from agentlab.runs.snapshot import checked_question, create_run
+from agentlab.runs.snapshot import create_run, queued_run
 from traces.models import Run
 from traces.owners import process_id
 
@@ -82,11 +82,4 @@ def _create(user: Any, what: What, question: str, history: list[dict[str, Any]] 
     if isinstance(what, Agent):
         return create_run(what, user, question, history=history, timeout_cap_s=timeout_cap_s,
                           worker=worker, **related)
-    snap = dict(what)
-    # The recorded question goes to a model again: today's guardrails read it first, as they
-    # read a new one (a record, an imported one above all, was never checked by them).
-    question, history = checked_question(snap, question, history or [])
-    return Run.objects.create(
-        user=user, agent_id=snap["agent_id"], agent_name=snap["name"],
-        paradigm=snap["paradigm"], agent_snapshot=snap, input=question,
-        history=history, worker=worker, **related)
+    return queued_run(dict(what), user, question, history=history, worker=worker, **related)

@@ -15,11 +15,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PHONE = {"width": 390, "height": 844}
 
 
-@pytest.fixture
-def agent(calc_agent):
-    return calc_agent
-
-
 def test_a_message_typed_while_an_answer_runs_waits_and_is_sent_after(
         page, live_url, agent, fake_llm):
     slow = "Forty-two, and here is why: six sevens make forty-two, as everyone knows."

@@ -166,6 +166,12 @@ def test_every_page_as_a_newcomer_meets_it(tour, browser_page, live_url):
 
     tour.shoot("dashboard", "/dashboard/")
 
+    # Access tokens: one made through the form, shown once.
+    page.goto(f"{live_url}/tokens/")
+    page.fill("input[name=name]", "CI exporter")
+    page.click("text=Create token")
+    tour.shoot("access-tokens")
+
     # Admin.
     tour.shoot("admin", "/admin/")
     agent = Agent.objects.get(name="Calc agent")

@@ -8,12 +8,6 @@ import pytest
 
 
 @pytest.fixture
-def agent(calc_agent):
-    """The live socket tests' agent: the calculator agent on the scripted model."""
-    return calc_agent
-
-
-@pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user("alice")
 

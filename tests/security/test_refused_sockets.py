@@ -198,11 +198,6 @@ async def test_staff_who_are_no_longer_staff_cannot_approve(world, user, staff):
 
 # -- the chat socket ----------------------------------------------------------------------------
 
-@pytest.fixture
-def conversation(agent, user):
-    return Conversation.objects.create(user=user, agent=agent)
-
-
 async def nothing_started(conversation) -> bool:
     return not await ChatTurn.objects.filter(conversation=conversation).aexists() and not (
         await Run.objects.aexists())
