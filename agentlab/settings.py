@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "agentlab.compare",
     "agentlab.evals",
     "agentlab.tokens",
+    "agentlab.receiver",
     "traces",
 ]
 
@@ -256,6 +257,15 @@ AGENTLAB_OTLP_MAX_VALUES = env_int("AGENTLAB_OTLP_MAX_VALUES", 10_000)
 AGENTLAB_OTLP_MAX_ITEMS = env_int("AGENTLAB_OTLP_MAX_ITEMS", 5_000_000)
 # Steps inside steps an imported run (bundle or OTLP) may have.
 AGENTLAB_IMPORT_MAX_DEPTH = env_int("AGENTLAB_IMPORT_MAX_DEPTH", 1_000)
+
+# -- The OTLP receiver, POST /v1/traces (docs/INTEROP.md "Send your agent's traces here") ---------
+# A trace with no root span for this long after its last span ends as interrupted.
+AGENTLAB_RECEIVER_QUIET_S = env_int("AGENTLAB_RECEIVER_QUIET_S", 300)
+# Spans one received run may hold, and traces one user may have open (no root span yet).
+AGENTLAB_RECEIVER_MAX_SPANS_PER_RUN = env_int("AGENTLAB_RECEIVER_MAX_SPANS_PER_RUN", 100_000)
+AGENTLAB_RECEIVER_MAX_OPEN_TRACES = env_int("AGENTLAB_RECEIVER_MAX_OPEN_TRACES", 1_000)
+AGENTLAB_RECEIVER_MAX_BODY_BYTES = env_int("AGENTLAB_RECEIVER_MAX_BODY_BYTES", 20_000_000)
+AGENTLAB_RECEIVER_MAX_INFLATED_BYTES = env_int("AGENTLAB_RECEIVER_MAX_INFLATED_BYTES", 64_000_000)
 
 
 # -- Production profile: AGENTLAB_ENV=production (docs/SECURITY.md "Deploying") ------------------

@@ -202,9 +202,11 @@ def _snake(name: str) -> str:
     return re.sub(r"([A-Z])", lambda m: "_" + m[1].lower(), name)
 
 
-def traces(data: bytes | str, limits: Limits | None = None) -> dict[str, list[Span]]:
+def traces(data: bytes | str, limits: Limits | None = None, *,
+           allow_empty: bool = False) -> dict[str, list[Span]]:
     """trace id (hex) -> its spans, in the order they came; OTLPError if it is not OTLP, or
-    if it holds more of something than `limits` allow."""
+    if it holds more of something than `limits` allow, or no spans (unless `allow_empty`: an
+    exporter may send a request with none)."""
     out: dict[str, list[Span]] = {}
     count = 0
     for message in _messages(data, limits or Limits()):
@@ -213,7 +215,7 @@ def traces(data: bytes | str, limits: Limits | None = None) -> dict[str, list[Sp
             if count > MAX_SPANS:
                 raise OTLPError(f"more than {MAX_SPANS:,} spans; split the file")
             out.setdefault(span.trace_id, []).append(span)
-    if not out:
+    if not out and not allow_empty:
         raise OTLPError("it holds no spans")
     return out
 

@@ -54,7 +54,7 @@ def run_from_trace(spans: list[Span]) -> tuple[dict[str, Any], list[Step]]:
         if span.span_id in seen:
             continue
         seen.add(span.span_id)
-        steps.append(_step(span, len(steps) + 1, parent))
+        steps.append(step_from_span(span, len(steps) + 1, parent))
         kids = sorted(children.get(span.span_id, []), key=lambda s: s.start_ns)
         stack.extend((k, steps[-1].seq) for k in reversed(kids))
     return _run_fields(container, roots, spans, steps), steps
@@ -95,7 +95,8 @@ def _run_fields(container: Span | None, roots: list[Span], spans: list[Span],
     }
 
 
-def _step(span: Span, seq: int, parent: int | None) -> Step:
+def step_from_span(span: Span, seq: int, parent: int | None) -> Step:
+    """One span as a step numbered `seq` under step `parent` (the live receiver's too)."""
     a = span.attributes
     oi_kind = str(a.get("openinference.span.kind") or "").upper()
     kind = a.get("agentlab.step.kind")
