@@ -212,3 +212,57 @@ async def test_the_project_comes_from_the_header_or_the_resource(user, token):
     assert (await ReceivedTrace.objects.aget(user=user)).project == "shop"
     await send(token, encoded(AgentTrace().whole()), **{"x-agentlab-project": "billing"})
     assert await ReceivedTrace.objects.filter(user=user, project="billing").aexists()
+
+
+async def test_the_runs_list_shows_a_received_run_going_and_filters_by_project(user, token):
+    agent = AgentTrace(project="shop")
+    agent.start()
+    agent.llm_asks_tool()
+    await send(token, encoded(agent.ended))
+    await send(token, encoded(AgentTrace().whole()))  # another project, finished
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    page = (await client.get("/runs/")).content.decode()
+    assert 'data-refresh-s="2"' in page  # a run on it is going: the table reloads often
+    assert "Receiving trace" in page and "Weather in Paris?" in page
+    shop = (await client.get("/runs/?project=shop")).content.decode()
+    assert "Receiving trace" in shop and "Weather in Paris?" not in shop
+    assert '<option value="shop"' in shop and '<option value="weather-app"' in shop
+
+
+def test_the_sdks_own_exporter_sends_a_whole_agent_to_a_real_server(live_url, user, token):
+    """The OTLP/HTTP exporter as an instrumented app runs it: batches, gzip, its own headers,
+    against daphne; what it is told decides whether it retries, so it must hear success."""
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    exporter = OTLPSpanExporter(endpoint=f"{live_url}/v1/traces", compression=Compression.Gzip,
+                                headers={"Authorization": f"Bearer {token}"})
+    spans = AgentTrace().whole()
+    assert exporter.export(spans[:2]) == SpanExportResult.SUCCESS
+    assert exporter.export(spans[2:]) == SpanExportResult.SUCCESS
+    run = ReceivedTrace.objects.select_related("run").get(user=user).run
+    assert (run.status, run.input, run.final_answer) == (
+        "succeeded", AgentTrace.QUESTION, "It is sunny in Paris.")
+    assert [s.kind for s in run.steps.order_by("seq")] == ["llm", "tool", "llm"]
+    refused = OTLPSpanExporter(endpoint=f"{live_url}/v1/traces",
+                               headers={"Authorization": "Bearer al_wrong"})
+    assert refused.export(spans) == SpanExportResult.FAILURE
+
+
+async def test_the_receiver_itself_ends_a_trace_that_goes_quiet(user, token, settings):
+    settings.AGENTLAB_RECEIVER_QUIET_S = 1
+    agent = AgentTrace()
+    agent.start()
+    agent.llm_asks_tool()
+    await send(token, encoded(agent.ended))
+    run = await received(user)
+    comm = await connect(run.pk, user)
+    try:
+        await synced(comm)
+        frames = await frames_until(comm, is_type("status"), timeout=10)
+        assert frames[-1]["status"] == "interrupted"
+    finally:
+        await comm.disconnect()
+    assert (await Run.objects.aget(pk=run.pk)).status == "interrupted"
