@@ -266,3 +266,25 @@ async def test_the_receiver_itself_ends_a_trace_that_goes_quiet(user, token, set
     finally:
         await comm.disconnect()
     assert (await Run.objects.aget(pk=run.pk)).status == "interrupted"
+
+
+async def test_a_body_declared_too_large_is_refused_before_it_is_read(user, token, settings):
+    from channels.testing import HttpCommunicator
+
+    from agentlab.asgi import application
+
+    settings.AGENTLAB_RECEIVER_MAX_BODY_BYTES = 1_000
+    body = encoded(AgentTrace().whole())
+    assert len(body) > 1_000
+    headers = [(b"host", b"localhost"), (b"authorization", f"Bearer {token}".encode()),
+               (b"content-type", PROTOBUF.encode()), (b"content-length", str(len(body)).encode())]
+    response = await HttpCommunicator(application, "POST", "/v1/traces", body=body,
+                                      headers=headers).get_response()
+    assert response["status"] == 413
+    assert b"AGENTLAB_RECEIVER_MAX_BODY_BYTES" in response["body"]
+    assert (b"connection", b"close") in response["headers"]  # the cap's answer, not the view's
+    assert not await Run.objects.aexists()
+    settings.AGENTLAB_RECEIVER_MAX_BODY_BYTES = 1_000_000
+    response = await HttpCommunicator(application, "POST", "/v1/traces", body=body,
+                                      headers=headers).get_response()
+    assert response["status"] == 200
