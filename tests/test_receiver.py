@@ -288,3 +288,17 @@ async def test_a_body_declared_too_large_is_refused_before_it_is_read(user, toke
     response = await HttpCommunicator(application, "POST", "/v1/traces", body=body,
                                       headers=headers).get_response()
     assert response["status"] == 200
+
+
+async def test_a_received_runs_page_says_where_it_comes_from_and_has_no_controls(user, token):
+    agent = AgentTrace()
+    agent.start()
+    agent.llm_asks_tool()
+    await send(token, encoded(agent.ended))
+    run = await received(user)
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    page = (await client.get(f"/runs/{run.pk}/")).content.decode()
+    assert "Receiving spans from <code>weather-app</code>" in page
+    assert 'data-act="pause"' not in page and "Step mode" not in page
+    assert "(span not arrived yet)" in page

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
@@ -13,6 +14,7 @@ from traces.display import labels
 from traces.display import timeline as waterfall
 from traces.display.view import StepView
 from traces.models import Run, Step
+from traces.owners import RECEIVED
 from traces.views import steps as loader
 
 PAYLOAD_FIELDS = ("input", "output", "text")
@@ -56,8 +58,18 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         if run.parent_run_id else None,
         "forks": list(visible.filter(parent_run=run).only("pk", "fork_seq", "status")
                       .order_by("pk")[:20]),
+        # A received run (the OTLP receiver) is live but nothing here executes it: no controls.
+        "received": _received(run),
     }
     return render(request, "traces/run_detail.html", context)
+
+
+def _received(run: Run) -> dict[str, Any] | None:
+    if run.worker != RECEIVED:
+        return None
+    source = (run.agent_snapshot or {}).get("imported_from") or {}
+    return {"service": str(source.get("service") or ""),
+            "quiet_s": settings.AGENTLAB_RECEIVER_QUIET_S}
 
 
 GUARDRAIL_LINKS = 50  # the run's header links to at most this many guardrail decisions
