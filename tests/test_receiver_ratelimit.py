@@ -3,10 +3,6 @@ the spans-a-second bucket, requests in flight, the buckets kept, the process's d
 
 from __future__ import annotations
 
-import sys
-import threading
-import time
-
 import pytest
 
 from agentlab.receiver.ratelimit import DecodeGate, RateLimiter
@@ -46,6 +42,7 @@ def test_a_burst_goes_through_then_the_sender_waits_until_its_bucket_refills():
 def test_a_sender_idle_for_long_gets_the_burst_again_not_more():
     clock = Clock()
     limits = limiter(clock)
+    assert send(limits, "a", 500) is None
     clock.now += 3600
     assert [send(limits, "a", 100) for _ in range(6)] == [None] * 5 + [1]
 
@@ -96,36 +93,6 @@ def test_a_flood_of_distinct_senders_keeps_a_bounded_number_of_buckets():
         assert limits.keys() <= 100
     assert limits.admit("busy") == 1  # still counted in flight
     assert limits.admit("owes") is None  # a new bucket: its debt went with the old one
-
-
-def test_the_in_flight_cap_holds_under_threads():
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible, to provoke races
-    try:
-        limits = RateLimiter(spans_per_s=0, burst=0, max_in_flight=3)
-        inside, most = 0, 0
-        count = threading.Lock()
-
-        def work() -> None:
-            nonlocal inside, most
-            for _ in range(300):
-                if limits.admit("a") is None:
-                    with count:
-                        inside += 1
-                        most = max(most, inside)
-                    time.sleep(0)
-                    with count:
-                        inside -= 1
-                    limits.release("a")
-
-        threads = [threading.Thread(target=work) for _ in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(0.005)
-    assert most == 3
-    assert [limits.admit("a") for _ in range(4)] == [None, None, None, 1]
 
 
 def test_decoding_is_capped_per_process_and_one_sender_leaves_a_slot_to_the_others():
