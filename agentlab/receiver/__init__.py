@@ -1,1 +1,1 @@
-"""The OTLP/HTTP receiver: `POST /v1/traces` makes runs of any framework's traces, live."""
+"""The OTLP/HTTP trace receiver: POST /v1/traces makes runs of any instrumented agent."""

@@ -53,7 +53,7 @@ class BodyCap:
 
 
 async def _refuse(send: Send, headers: dict[str, str], limit: int) -> None:
-    encoding = protocol.encoding_of({"Content-Type": headers.get("content-type", "")})
+    encoding = protocol.reply_encoding(headers)
     status, body, content_type, extra = protocol.error_reply(
         encoding, 413, f"The request is larger than {limit:,} bytes "
                        "(AGENTLAB_RECEIVER_MAX_BODY_BYTES): export smaller batches "

@@ -21,7 +21,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from agentlab.receiver import closer, protocol, store
-from agentlab.receiver.ratelimit import LIMITER
+from agentlab.receiver.ratelimit import DecodeGate, RateLimiter
 from agentlab.runs import fanout
 from agentlab.runs.writer import WRITER
 from agentlab.tokens.auth import Refused, authenticate
@@ -31,52 +31,68 @@ from traces.otel.importer import limits
 log = logging.getLogger(__name__)
 
 PROJECT_HEADER = "x-agentlab-project"
+LIMITER = RateLimiter(spans_per_s=settings.AGENTLAB_RECEIVER_SPANS_PER_S,
+                      burst=settings.AGENTLAB_RECEIVER_BURST_SPANS,
+                      max_in_flight=settings.AGENTLAB_RECEIVER_MAX_IN_FLIGHT)
+GATE = DecodeGate(settings.AGENTLAB_RECEIVER_MAX_DECODING)
 
 
 @login_not_required  # a token, not a session: authorised below, request by request
 @csrf_exempt  # no cookie is read, so no cross-site request forgery
 async def receive_traces(request: HttpRequest) -> HttpResponse:
-    encoding = protocol.encoding_of(request.headers)
+    encoding = protocol.reply_encoding(request.headers)
     if request.method != "POST":
-        response = _error(encoding, 405, "Send OTLP trace data with POST.")
+        response = _answer(protocol.error_reply(encoding, 405, "Send OTLP trace data with POST."))
         response["Allow"] = "POST"
         return response
+    try:
+        protocol.check_length(request.headers,
+                              max_bytes=settings.AGENTLAB_RECEIVER_MAX_BODY_BYTES)
+    except protocol.ProtocolError as exc:
+        return _error(encoding, exc.status, exc.message)
     auth = await sync_to_async(authenticate, thread_sensitive=False)(
         dict(request.headers), "ingest")
     if isinstance(auth, Refused):
         return _error(encoding, auth.status, auth.message)
-    declared = request.headers.get("Content-Length") or ""
-    if declared.isdigit() and int(declared) > settings.AGENTLAB_RECEIVER_MAX_BODY_BYTES:
-        return _error(encoding, 413, _too_large())
-    key = auth.token.pk
-    with LIMITER.request(key) as wait:
-        if wait is not None:
-            return _error(encoding, 429 if wait.why != "busy" else 503, wait.message,
-                          retry_after=wait.seconds)
+    # Keyed by the user, not the token: twenty tokens must not make twenty shares.
+    key = auth.user.pk
+    if (wait := LIMITER.admit(key)) is not None:
+        return _error(encoding, 429, "Too many spans or requests from this account just now; "
+                                     "the exporter retries after Retry-After.", wait)
+    try:
+        return await _admitted(request, encoding, auth.user, key)
+    finally:
+        LIMITER.release(key)
+
+
+async def _admitted(request: HttpRequest, encoding: protocol.Encoding, user: Any,
+                    key: int) -> HttpResponse:
+    if (wait := GATE.admit(key)) is not None:
+        return _error(encoding, 503, "The receiver is decoding as much as it may at once; the "
+                                     "exporter retries after Retry-After.", wait)
+    try:
         body = request.read(settings.AGENTLAB_RECEIVER_MAX_BODY_BYTES + 1)
-        if len(body) > settings.AGENTLAB_RECEIVER_MAX_BODY_BYTES:
-            return _error(encoding, 413, _too_large())
-        try:
-            groups = await asyncio.to_thread(_decode, dict(request.headers), body)
-        except protocol.ProtocolError as exc:
-            return _error(encoding, exc.status, exc.message)
-        except OTLPError as exc:
-            return _error(encoding, 400, f"This is not OTLP trace data: {exc}")
-        count = sum(len(spans) for spans in groups.values())
-        if (wait := LIMITER.spans(key, count)) is not None:
-            return _error(encoding, 429, wait.message, retry_after=wait.seconds)
-        if not groups:
-            return _reply(encoding)
-        project = (request.headers.get(PROJECT_HEADER) or "").strip()[:200]
-        try:
-            receipt = await WRITER.call(store.receive, auth.user, project, groups)
-        except Exception:
-            log.exception("received spans could not be stored")
-            return _error(encoding, 503, "The spans could not be stored just now; nothing of "
-                                         "them was kept. Send them again.", retry_after=5)
+        groups = await asyncio.to_thread(_decode, dict(request.headers), body)
+    except protocol.ProtocolError as exc:
+        return _error(encoding, exc.status, exc.message)
+    except OTLPError as exc:
+        return _error(encoding, 400, f"This is not OTLP trace data: {exc}")
+    finally:
+        GATE.release(key)
+    LIMITER.spend(key, sum(len(spans) for spans in groups.values()))
+    if not groups:
+        return _answer(protocol.reply(encoding))
+    project = (request.headers.get(PROJECT_HEADER) or "").strip()[:200]
+    try:
+        receipt = await WRITER.call(store.receive, user, project, groups)
+    except Exception:
+        log.exception("received spans could not be stored")
+        return _error(encoding, 503, "The spans could not be stored just now; nothing of them "
+                                     "was kept. The exporter sends them again.", 5)
     publish(receipt.events)
     closer.ensure_running()
-    return _reply(encoding, receipt.rejected, "; ".join(receipt.reasons))
+    return _answer(protocol.reply(encoding, rejected=receipt.rejected,
+                                  message="; ".join(receipt.reasons)))
 
 
 def _decode(headers: dict[str, str], body: bytes) -> dict[str, list[Span]]:
@@ -97,22 +113,13 @@ def publish(events: list[tuple[int, dict[str, Any]]]) -> None:
         fanout.publish(run_id, event)
 
 
-def _too_large() -> str:
-    limit = settings.AGENTLAB_RECEIVER_MAX_BODY_BYTES
-    return (f"The request is larger than {limit:,} bytes (AGENTLAB_RECEIVER_MAX_BODY_BYTES): "
-            "export smaller batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE).")
-
-
-def _reply(encoding: str, rejected: int = 0, message: str = "") -> HttpResponse:
-    status, body, content_type = protocol.reply(encoding, rejected=rejected, message=message)
-    return HttpResponse(body, status=status, content_type=content_type)
-
-
-def _error(encoding: str, status: int, message: str,
-           retry_after: int | None = None) -> HttpResponse:
-    status, body, content_type, headers = protocol.error_reply(
-        encoding, status, message, retry_after=retry_after)
-    response = HttpResponse(body, status=status, content_type=content_type)
-    for name, value in headers.items():
+def _answer(reply: protocol.Reply) -> HttpResponse:
+    response = HttpResponse(reply.body, status=reply.status, content_type=reply.content_type)
+    for name, value in reply.headers.items():
         response[name] = value
     return response
+
+
+def _error(encoding: protocol.Encoding, status: int, message: str,
+           retry_after: float | None = None) -> HttpResponse:
+    return _answer(protocol.error_reply(encoding, status, message, retry_after=retry_after))
