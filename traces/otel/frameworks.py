@@ -11,6 +11,7 @@ model calls.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from traces.otel import genai
@@ -40,6 +41,10 @@ _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"
           "developer": "system", "user": "user", "assistant": "assistant"}
 _QUESTION_KEYS = ("task", "query", "question", "query_str", "user_msg", "input", "prompt",
                   "user_input", "message", "content")
+# A Python object's repr ("StopEvent(result=…)", "<Context object at 0x…>"): a framework's
+# state printed, never the question or the answer itself.
+_REPR = re.compile(r"[A-Z]\w*\((\w+=|\)).*|<[\w.]+ object at 0x[0-9a-fA-F]+>.*", re.S)
+_CALL_WRAPPER = {"args", "kwargs", "sanitize_inputs_outputs"}
 _ANSWER_KEYS = ("final_output", "output", "answer", "final_answer", "response", "result",
                 "content", "text")
 
@@ -53,8 +58,12 @@ def framework(spans: list[Span]) -> dict[str, str]:
     out = {"framework": found[1] if found else "", "framework_version": "",
            "instrumentation": " ".join(filter(None, (found[0], scopes[found[0]])))
            if found else ""}
+    if found and found[1] == "LangChain" and any(
+            '"ls_integration": "langgraph"' in str(s.attributes.get("metadata") or "")
+            for s in spans):
+        out["framework"] = "LangGraph"  # LangGraph's runs go through LangChain's callbacks
     if found:
-        key = found[1].split()[0].lower()
+        key = out["framework"].split()[0].lower()
         out["framework_version"] = str(resource.get(f"{key}.version") or "")
     sdk = [resource.get(f"telemetry.sdk.{k}") for k in ("name", "language", "version")]
     out["sdk"] = " ".join(str(v) for v in sdk if v)
@@ -137,9 +146,35 @@ def _answer(raw: Any, mime: Any) -> str:
 
 
 def _value(raw: Any, mime: Any) -> Any:
+    if isinstance(raw, str) and _REPR.fullmatch(raw.strip()):
+        return None
     if isinstance(raw, str) and mime == "text/plain":
         return raw
     return parsed(raw)
+
+
+def tool_arguments(value: Any) -> Any:
+    """A tool's arguments without the framework's call wrapper (smolagents' and LlamaIndex's
+    `{"args": [], "kwargs": {...}}`), or None when there is none."""
+    if (isinstance(value, dict) and set(value) <= _CALL_WRAPPER
+            and isinstance(value.get("kwargs"), dict) and not value.get("args")):
+        return value["kwargs"]
+    return None
+
+
+def tool_result(value: Any) -> str | None:
+    """A tool's result inside the framework's own object (LangChain's ToolMessage,
+    LlamaIndex's ToolOutput), or None when it is not one."""
+    if not isinstance(value, dict):
+        return None
+    data = value.get("data") if isinstance(value.get("data"), dict) else value.get("kwargs")
+    message = value.get("type") == "tool" or (isinstance(value.get("id"), list)
+                                              and value["id"][-1:] == ["ToolMessage"])
+    if message and isinstance(data, dict) and "content" in data:
+        return content_text(data["content"]) or text(data["content"])
+    if "raw_output" in value and "tool_name" in value:
+        return text(value["raw_output"])
+    return None
 
 
 def _last(messages: Any, role: str) -> str:
@@ -159,6 +194,8 @@ def _message(m: Any) -> tuple[str, str, bool]:
         return _ROLES.get(m[0], m[0]), content_text(m[1]), False
     if not isinstance(m, dict):
         return "", "", False
+    if isinstance(m.get("data"), dict) and "type" in m:  # LangChain's message_to_dict
+        m = {**m["data"], "type": m["type"]}
     if "kwargs" in m and isinstance(m["kwargs"], dict):  # LangChain's serialised message
         kw = m["kwargs"]
         kind = m.get("id")[-1] if isinstance(m.get("id"), list) and m["id"] else ""

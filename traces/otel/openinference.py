@@ -15,6 +15,8 @@ READ = {"openinference.span.kind", "input.value", "input.mime_type", "output.val
 READ_PREFIXES = ("llm.input_messages.", "llm.output_messages.", "llm.tools.")
 # The keys an OpenAI chat message may have: a request whose messages have only these is the
 # request as sent; anything else (LangChain's serialised objects, a framework's state) is not.
+# smolagents' own roles, sent to the model as these
+_ROLES = {"tool-call": "assistant", "tool-response": "user"}
 CHAT_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id", "function_call",
              "refusal", "audio"}
 
@@ -52,7 +54,8 @@ def reply(a: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def message(flat: dict[str, Any]) -> dict[str, Any]:
-    m: dict[str, Any] = {"role": flat.get("message.role", ""),
+    role = flat.get("message.role", "")
+    m: dict[str, Any] = {"role": _ROLES.get(role, role),
                          "content": flat.get("message.content")}
     if m["content"] is None:  # multi-part content: message.contents.N.message_content.text
         parts = indexed(flat, "message.contents.")

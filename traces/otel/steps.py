@@ -36,6 +36,10 @@ NO_CONTENT = ("the instrumentation recorded no message content; set "
 NO_TOOL_CONTENT = ("the instrumentation recorded no tool arguments or result; set "
                    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true to see them")
 WRAPPER = "wraps the model call below it (counted once, there)"
+PREPARES = "prepares a model call beside it (counted once, there)"
+_CALL_PREFIXES = ("llm.input_messages.", "llm.output_messages.", "llm.token_count.",
+                  "gen_ai.usage.", "gen_ai.response.", "gen_ai.prompt.", "gen_ai.completion.")
+_CALL_KEYS = {"llm.finish_reason", "gen_ai.input.messages", "gen_ai.output.messages"}
 
 
 def run_from_trace(spans: list[Span]) -> tuple[dict[str, Any], list[Step]]:
@@ -56,6 +60,7 @@ def run_from_trace(spans: list[Span]) -> tuple[dict[str, Any], list[Step]]:
     steps: list[Step] = []
     stack = [(s, None) for s in reversed(top)]
     seen: set[str] = set()
+    calls: set[int] = set()  # seqs of the spans that record a model call themselves
     while stack:  # depth first, children by start time; a cycle is cut where it closes
         span, parent = stack.pop()
         if span.span_id in seen:
@@ -63,10 +68,12 @@ def run_from_trace(spans: list[Span]) -> tuple[dict[str, Any], list[Step]]:
         seen.add(span.span_id)
         step = step_from_span(span, len(steps) + 1, parent)
         _where(step, span, main)
+        if _records_call(span):
+            calls.add(step.seq)
         steps.append(step)
         kids = sorted(children.get(span.span_id, []), key=lambda s: s.start_ns)
         stack.extend((k, step.seq) for k in reversed(kids))
-    _demote_wrappers(steps)
+    _demote_wrappers(steps, calls)
     return _run_fields(container, roots, spans, steps), steps
 
 
@@ -84,22 +91,35 @@ def _where(step: Step, span: Span, main: Span) -> None:
         step.meta["otel.resource"] = json.dumps(span.resource, ensure_ascii=False)
 
 
-def _demote_wrappers(steps: list[Step]) -> None:
-    """An llm step with an llm step below it only wraps that call: a thought, not a call."""
+def _demote_wrappers(steps: list[Step], calls: set[int]) -> None:
+    """Count real model calls only: an llm step with an llm step below it only wraps that
+    call, and one that records no call (no messages, tokens or reply: LlamaIndex's
+    `_prepare_chat_with_tools`) beside a step that does only prepares it; both are thoughts."""
     by_seq = {s.seq: s for s in steps}
-    wrappers = set()
+    notes: dict[int, str] = {}
     for step in steps:
         if step.kind != "llm":
             continue
         parent = by_seq.get(step.parent) if step.parent is not None else None
         while parent is not None:
             if parent.kind == "llm":
-                wrappers.add(parent.seq)
+                notes[parent.seq] = WRAPPER
             parent = by_seq.get(parent.parent) if parent.parent is not None else None
-    for seq in wrappers:
+        if step.seq not in calls and any(s.kind == "llm" and s.parent == step.parent
+                                         and s.seq in calls for s in steps):
+            notes[step.seq] = PREPARES
+    for seq, note in notes.items():
         step = by_seq[seq]
         step.kind, step.tokens_in, step.tokens_out, step.cost_usd = "thought", 0, 0, 0.0
-        step.meta["otel.note"] = WRAPPER
+        step.meta["otel.note"] = note
+
+
+def _records_call(span: Span) -> bool:
+    """Does the span record a model call itself: messages, tokens, a finish reason, a reply?"""
+    a = span.attributes
+    return ("agentlab.step.kind" in a or oi.is_chat_request(parsed(a.get("input.value")))
+            or any(k.startswith(_CALL_PREFIXES) or k in _CALL_KEYS for k in a)
+            or any(name in genai.EVENTS for name, _w, _a in span.events))
 
 
 def _run_fields(container: Span | None, roots: list[Span], spans: list[Span],
@@ -124,6 +144,9 @@ def _run_fields(container: Span | None, roots: list[Span], spans: list[Span],
               "project": str(resource.get("openinference.project.name") or ""),
               "scope": first_span.scope, "spans": len(spans),
               **frameworks.framework(spans), "resource": resource}
+    if container is not None and "agentlab.run.id" not in a:  # what the run's span held
+        origin["root"] = {k: v for k, v in _meta(container, "", False).items()
+                          if k not in ("otel.span", "otel.span_id")}
     if any(s.meta.get("otel.content") == "not recorded" for s in steps):
         origin["note"] = NO_CONTENT
     return {
@@ -216,12 +239,17 @@ def _llm(step: Step, span: Span, ours: bool) -> None:
 
 def _tool(step: Step, span: Span) -> None:
     a = span.attributes
+    if (arguments := frameworks.tool_arguments(step.input)) is not None:
+        step.meta["input.value"] = text(a.get("input.value"))
+        step.input = arguments
     if step.input is None and "gen_ai.tool.call.arguments" in a:
         step.input = parsed(a["gen_ai.tool.call.arguments"], "application/json")
     if not step.text and "gen_ai.tool.call.result" in a:
         step.text = cut(text(a["gen_ai.tool.call.result"]))
     if step.text and json_like(a.get("output.mime_type"), step.text):
         step.output = parsed(step.text, "application/json")
+        if (result := frameworks.tool_result(step.output)) is not None:
+            step.text = cut(result)
     if (a.get("gen_ai.operation.name") == "execute_tool" and step.input is None
             and not step.text and not span.error):
         step.text = NO_TOOL_CONTENT
