@@ -33,6 +33,7 @@ _SCOPES = (("openinference.instrumentation.langchain", "LangChain"),
            ("openinference.instrumentation.openai", "OpenAI SDK"),
            ("opentelemetry.instrumentation.openai_v2", "OpenAI SDK"),
            ("opentelemetry.instrumentation.openai", "OpenAI SDK"),
+           ("opentelemetry.util.genai.handler", "OpenTelemetry GenAI"),
            ("openinference.instrumentation.anthropic", "Anthropic SDK"),
            ("openinference.instrumentation.litellm", "LiteLLM"))
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool",
