@@ -95,3 +95,21 @@ def test_a_genai_trace_without_content_says_so():
     assert (run["llm_calls"], run["tool_calls"], run["tokens_in"], run["tokens_out"]) == (
         2, 1, 100, 21)
     assert "sent no messages" not in " ".join(s.text for s in steps)
+
+
+@pytest.mark.django_db
+def test_the_run_page_shows_the_framework_and_a_missing_content_note(client, user):
+    from django.urls import reverse
+
+    from traces.otel.importer import import_otlp
+
+    client.force_login(user)
+    (langgraph,) = import_otlp((CAPTURES / "langgraph.json").read_bytes(), user=user)
+    page = client.get(reverse("run", args=[langgraph.pk])).content.decode()
+    assert "traced with <strong>LangGraph</strong>" in page
+    assert "<code>openinference.instrumentation.langchain 0.1.80</code>" in page
+    assert "service weather-langgraph" in page and 'id="origin-note"' not in page
+    (bare,) = import_otlp((CAPTURES / "genai-no-content.json").read_bytes(), user=user)
+    page = client.get(reverse("run", args=[bare.pk])).content.decode()
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true" in page
+    assert 'id="origin-note"' in page

@@ -130,3 +130,22 @@ def test_our_export_read_by_its_genai_attributes_alone_is_the_same_run(user):
     assert tool.meta["gen_ai.tool.call.id"] == "call_1"
     assert steps[4].status == "error"
     assert (fields["llm_calls"], fields["tool_calls"]) == (2, 1)
+
+
+def test_events_and_links_nothing_reads_are_kept_on_the_step():
+    from opentelemetry.trace import Link
+
+    with tracer() as (t, memory):
+        with t.start_as_current_span("invoke_agent weather", attributes={
+                "gen_ai.operation.name": "invoke_agent", "app.tier": "gold"}) as root:
+            other = root.get_span_context()
+            weather_turn(t)
+            with t.start_as_current_span("retry", links=[Link(other, {"why": "again"})]) as span:
+                span.add_event("cache.miss", {"key": "paris"})
+        run, steps = run_from_trace(spans_of(memory.get_finished_spans()))
+    retry = next(s for s in steps if s.name == "retry")
+    assert '"name": "cache.miss"' in retry.meta["otel.events"]
+    assert '"key": "paris"' in retry.meta["otel.events"]
+    assert '"why": "again"' in retry.meta["otel.links"]
+    assert f'"span_id": "{other.span_id:016x}"' in retry.meta["otel.links"]
+    assert run["agent_snapshot"]["imported_from"]["root"] == {"app.tier": "gold"}
