@@ -125,7 +125,8 @@ def step_from_span(span: Span, seq: int, parent: int | None) -> Step:
     oi_kind = str(a.get("openinference.span.kind") or "").upper()
     kind = a.get("agentlab.step.kind") if ours else None
     if kind not in STEP_KINDS:
-        kind = _KINDS.get(oi_kind) or genai.kind(a) or "thought"
+        # OpenInference's kind where the span has one (a CHAIN stays a thought), else GenAI's
+        kind = _KINDS.get(oi_kind) or (None if oi_kind else genai.kind(a)) or "thought"
     output_text = text(a.get("output.value"))
     if ours:  # an empty role or name was left out
         role, name = a.get("agentlab.step.role", "agent"), a.get("agentlab.step.name", "")
