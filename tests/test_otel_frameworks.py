@@ -20,7 +20,7 @@ ANSWER = "In Paris it is sunny, 21 °C."
 # capture -> (framework, the model calls and tools in order, the tool's arguments)
 FRAMEWORKS = {
     "openai": ("OpenAI SDK", ["llm", "get_weather", "llm"], {"city": "Paris"}),
-    "langgraph": ("LangGraph", ["llm", "get_weather", "llm"], "Paris"),
+    "langgraph": ("LangGraph", ["llm", "get_weather", "llm"], {"city": "Paris"}),
     "smolagents": ("smolagents", ["llm", "get_weather", "llm", "final_answer"],
                    {"city": "Paris"}),
     "llamaindex": ("LlamaIndex", ["llm", "get_weather", "llm"], {"city": "Paris"}),
@@ -82,6 +82,8 @@ def test_framework_state_stays_on_the_run_and_steps_not_in_the_messages():
     assert '"type": "human"' in root["output.value"]  # LangGraph's final state, kept
     llm = next(s for s in steps if s.kind == "llm")
     assert '"lc": 1' in llm.meta["input.value"]  # LangChain's serialisation, kept aside
+    tool = next(s for s in steps if s.kind == "tool")
+    assert tool.meta["input.value"] == "Paris"  # the bare argument; its call's arguments read
     assert llm.input["messages"][0]["role"] == "system"
     smol, _ = read("smolagents")
     assert smol["agent_snapshot"]["imported_from"]["root"]["smolagents.max_steps"] == 4
@@ -113,3 +115,6 @@ def test_the_run_page_shows_the_framework_and_a_missing_content_note(client, use
     page = client.get(reverse("run", args=[bare.pk])).content.decode()
     assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true" in page
     assert 'id="origin-note"' in page
+    llm = bare.steps.filter(kind="llm").first()
+    said = client.get(reverse("step_messages", args=[bare.pk, llm.seq])).content.decode()
+    assert "sent no messages" not in said and "recorded no message content" in said

@@ -163,6 +163,26 @@ def tool_arguments(value: Any) -> Any:
     return None
 
 
+def restore_arguments(steps: list[Step]) -> None:
+    """A tool step whose input is one bare value (LangChain's span of a one-argument tool)
+    gets the arguments of the model's call it answered: an earlier call of its name whose
+    one argument is that value. The bare value stays on meta as `input.value`."""
+    asked: list[tuple[str, dict[str, Any]]] = []
+    for step in steps:
+        if step.kind == "llm" and isinstance(step.output, dict):
+            asked += [(str(c.get("name")), c["arguments"]) for c in
+                      step.output.get("tool_calls") or []
+                      if isinstance(c, dict) and isinstance(c.get("arguments"), dict)]
+        elif step.kind == "tool" and isinstance(step.input, str | int | float):
+            match = next(((name, args) for name, args in asked if name == step.name
+                          and len(args) == 1 and str(next(iter(args.values()))) == str(
+                              step.input)), None)
+            if match is not None:
+                asked.remove(match)
+                step.meta["input.value"] = text(step.input)
+                step.input = match[1]
+
+
 def tool_result(value: Any) -> str | None:
     """A tool's result inside the framework's own object (LangChain's ToolMessage,
     LlamaIndex's ToolOutput), or None when it is not one."""

@@ -64,6 +64,7 @@ def run_from_trace(spans: list[Span]) -> tuple[dict[str, Any], list[Step]]:
         kids = sorted(children.get(span.span_id, []), key=lambda s: s.start_ns)
         stack.extend((k, step.seq) for k in reversed(kids))
     calls.demote(steps, called)
+    frameworks.restore_arguments(steps)
     return _run_fields(container, roots, spans, steps), steps
 
 

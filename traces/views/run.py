@@ -142,7 +142,7 @@ def step_payload(request: HttpRequest, pk: int, seq: int, field: str) -> HttpRes
 
 def step_messages(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
     """The conversation an `llm` step sent: its request's messages, as the model saw them."""
-    step = get_object_or_404(Step.objects.only("pk", "kind", "input"),
+    step = get_object_or_404(Step.objects.only("pk", "kind", "input", "text", "meta"),
                              run=visible_run(request, pk), seq=seq, kind="llm")
     request_data = step.input if isinstance(step.input, dict) else {}
     messages = [_message(m) for m in request_data.get("messages") or [] if isinstance(m, dict)]
@@ -150,8 +150,11 @@ def step_messages(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
              if isinstance(t, dict)]
     params = {k: v for k, v in request_data.items()
               if k not in ("messages", "tools") and v not in (None, "", [], {})}
+    # a trace whose instrumentation recorded no content: the step's text says so
+    unrecorded = step.text if (step.meta or {}).get("otel.content") == "not recorded" else ""
     return render(request, "traces/_messages.html",
-                  {"messages": messages, "tools": tools, "params": params, "seq": seq})
+                  {"messages": messages, "tools": tools, "params": params, "seq": seq,
+                   "unrecorded": unrecorded})
 
 
 def _message(message: dict[str, Any]) -> dict[str, Any]:
