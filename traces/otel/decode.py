@@ -44,6 +44,8 @@ class Span:
     events: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
     resource: dict[str, Any] = field(default_factory=dict)
     scope: str = ""
+    scope_version: str = ""
+    links: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # trace, span
 
 
 @dataclass(frozen=True)
@@ -291,7 +293,9 @@ def _spans(message: ExportTraceServiceRequest) -> Iterator[Span]:
                     status_message=s.status.message,
                     events=[(e.name, e.time_unix_nano, _attributes(e.attributes))
                             for e in s.events],
-                    resource=resource, scope=ss.scope.name)
+                    resource=resource, scope=ss.scope.name, scope_version=ss.scope.version,
+                    links=[(link.trace_id.hex(), link.span_id.hex(),
+                            _attributes(link.attributes)) for link in s.links])
 
 
 def _attributes(pairs: Any) -> dict[str, Any]:
