@@ -52,4 +52,7 @@ def amount(value: Any) -> float:
 
 def first(*values: Any) -> Any:
     """The first value that is set (not None, not empty)."""
-    return next((v for v in values if v not in (None, "", [], {})), None)
+    for v in values:  # a plain loop: called several times for every span read
+        if v is not None and not (isinstance(v, str | list | dict) and not v):
+            return v
+    return None
