@@ -24,9 +24,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tests.fake_openai import FakeOpenAI
 from tests.framework_runs import (
+    AGENTS,
     ARGUMENTS,
     FRAMEWORKS,
     QUESTION,
+    ROOT,
     WEATHER,
     answer,
     frameworks_python,
@@ -240,3 +242,29 @@ def test_the_diff_of_two_runs_points_first_at_the_changed_tool_result(name, run_
     assert (row.left.kind, row.left.name) == ("tool", "get_weather")
     assert row.left.text == WEATHER[0] and row.right.text == WEATHER[1]
 
+
+
+
+def _lines(code: str) -> set[str]:
+    """Code lines, comments dropped, `from X import a, b` as one line per name."""
+    out = set()
+    for line in code.splitlines():
+        line = line.split("  #")[0].rstrip()
+        if line.startswith("from ") and " import " in line:
+            module, names = line[5:].split(" import ")
+            out |= {f"from {module} import {n.strip()}" for n in names.split(",")}
+        elif line.strip() and not line.startswith("#"):
+            out.add(line)
+    return out
+
+
+def test_the_docs_set_up_each_framework_as_its_tested_agent_does():
+    """Each block of docs/INTEROP.md "Send your agent's traces here" is in a real agent."""
+    docs = (ROOT / "docs" / "INTEROP.md").read_text()
+    section = docs.split("## Send your agent's traces here")[1].split("\n## ")[0]
+    blocks = [b.split("```")[0] for b in section.split("```python\n")[1:]]
+    agents = set().union(*(_lines(p.read_text()) for p in AGENTS.glob("*.py")))
+    assert len(blocks) >= 6
+    for block in blocks:
+        missing = [line for line in _lines(block) - agents if "__name__" not in line]
+        assert not missing, f"not in tests/framework_agents/: {missing}"
