@@ -167,8 +167,10 @@ ensure_frameworks() {
   local start=$SECONDS
   rm -rf "$dir"
   "$python" -m venv "$dir"
+  # Every package is pinned, so no resolving; pip check fails loudly if a pin is missing.
   pip_with_progress "$dir/bin/python" -m pip install --progress-bar off --no-deps \
     -r requirements-frameworks.txt
+  "$dir/bin/python" -m pip check
   touch "$dir/.complete"
   step "Agent frameworks installed in $((SECONDS - start)) s"
 }

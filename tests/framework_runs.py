@@ -90,7 +90,7 @@ def run_agent(python: Path, framework: Framework, server: FakeOpenAI, export: di
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OTEL_", "OPENAI_", "DJANGO_", "AGENTLAB_"))}
     env |= {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-scripted",
-            "OPENAI_AGENTS_DISABLE_TRACING": "0", "WEATHER": weather,
+            "WEATHER": weather,
             "OTEL_BSP_SCHEDULE_DELAY": "100", "PYTHONUNBUFFERED": "1",
             "OTEL_SERVICE_NAME": f"weather-{framework.name}", **framework.env, **export}
     done = subprocess.run([str(python), str(AGENTS / framework.script), QUESTION], env=env,

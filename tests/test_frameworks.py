@@ -85,10 +85,12 @@ def cases(check: str, names: list[str] = NAMES) -> list[Any]:
 
 
 # --- where the agents send their spans -----------------------------------------------------
-# The one place that knows where spans go. Today: a real OTLP/HTTP receiver on loopback, and
-# the spans made runs through the file import (the same run_from_trace the live receiver
-# uses). With the live receiver this becomes a live server, an ingest token and
-# `run()` = the Run its ReceivedTrace names.
+# The one place that knows where spans go: the `agentlab` fixture (`env` for the exporter,
+# `take()` what one agent run sent) and `AgentLab.run` (the Run a user then finds). Today a
+# real OTLP/HTTP receiver on loopback, its spans made a run by the file import (the same
+# run_from_trace the live receiver uses). For the live receiver: `env` points at a live
+# server's /v1/traces with an ingest token, and `run()` is the Run that the ReceivedTrace of
+# the trace id in `sent.requests` names.
 
 @dataclass
 class Sent:
