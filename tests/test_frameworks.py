@@ -7,9 +7,7 @@ calls, and the diff of two runs that differ in one tool result.
 
 The agents (tests/framework_agents/) run in the frameworks virtualenv that scripts/test makes
 (requirements-frameworks.txt); without it and without AGENTLAB_FRAMEWORKS_PYTHON this module is
-skipped. Checks that fail only because the OTLP reader misreads a framework are marked
-xfail(strict=True) in GAPS: they flip to failures ("XPASS(strict)") the day the reader is fixed,
-and then their line in GAPS goes.
+skipped.
 """
 
 from __future__ import annotations
@@ -19,9 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from agentlab.receiver.models import ReceivedTrace
+from agentlab.tokens.models import create_token
 from tests.fake_openai import FakeOpenAI
 from tests.framework_runs import (
     AGENTS,
@@ -37,60 +38,23 @@ from tests.framework_runs import (
 from tests.otlp_receiver import OTLPReceiver
 from traces.diff import diff_steps
 from traces.models import Run
-from traces.otel.importer import import_otlp
+from traces.otel.steps import NO_CONTENT
 from traces.schema import Step
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)
+PROTOBUF = "application/x-protobuf"
 TOKEN = "al_ingest_test_token"
 NAMES = list(FRAMEWORKS)
 GENAI = ("genai", "genai-no-content")
-# (check, framework) -> what the reader (traces/otel/) gets wrong there today.
-GAPS = {
-    ("tree", "genai"): "GenAI spans (chat, execute_tool) all read as thoughts",
-    ("tree", "genai-no-content"): "GenAI spans (chat, execute_tool) all read as thoughts",
-    ("llm_calls", "llamaindex"): "request-preparation LLM spans count as model calls",
-    ("llm_calls", "genai"): "GenAI chat spans are not read as LLM calls",
-    ("llm_calls", "genai-no-content"): "GenAI chat spans are not read as LLM calls",
-    ("messages", "langgraph"): "input.value holds LangChain's serialisation; "
-                               "llm.input_messages.* is ignored",
-    ("messages", "smolagents"): "input.value holds smolagents' ChatMessage reprs; "
-                                "llm.input_messages.* is ignored",
-    ("messages", "llamaindex"): "input.value holds LlamaIndex's ChatMessage reprs; "
-                                "llm.input_messages.* is ignored",
-    ("messages", "genai"): "gen_ai.input.messages / gen_ai.output.messages are not read",
-    ("messages", "genai-no-content"): "a GenAI span without content reads as a call that "
-                                      "sent no messages",
-    ("tool", "langgraph"): "the tool's input.value is the bare argument, its output a "
-                           "serialised ToolMessage",
-    ("tool", "smolagents"): "the tool's input.value wraps the arguments in smolagents' call",
-    ("tool", "llamaindex"): "the tool's input.value wraps the arguments, its output is a "
-                            "serialised ToolOutput",
-    ("tool", "genai"): "gen_ai.tool.call.arguments / gen_ai.tool.call.result are not read",
-    ("question", "langgraph"): "the question and answer are in serialised graph state",
-    ("question", "smolagents"): "the question is in the serialised run() arguments",
-    ("question", "openai-agents"): "the question and answer are not on the agent spans",
-    ("question", "llamaindex"): "the question and answer are in serialised workflow state",
-    ("question", "genai"): "the question and answer are in gen_ai.*.messages, not read",
-    ("diff", "langgraph"): "the diff lands on a step that differs by generated ids",
-    ("diff", "smolagents"): "the diff lands on the step span (timings, reprs), not the tool",
-    ("diff", "llamaindex"): "the diff lands on a step that differs by memory addresses",
-    ("diff", "genai"): "GenAI tool spans are not read, so the diff finds nothing",
-}
-
-
-def cases(check: str, names: list[str] = NAMES) -> list[Any]:
-    return [pytest.param(n, id=n, marks=[pytest.mark.xfail(strict=True,
-                                                           reason=f"reader gap: {GAPS[check, n]}")]
-                         if (check, n) in GAPS else []) for n in names]
 
 
 # --- where the agents send their spans -----------------------------------------------------
-# The one place that knows where spans go: the `agentlab` fixture (`env` for the exporter,
-# `take()` what one agent run sent) and `AgentLab.run` (the Run a user then finds). Today a
-# real OTLP/HTTP receiver on loopback, its spans made a run by the file import (the same
-# run_from_trace the live receiver uses). For the live receiver: `env` points at a live
-# server's /v1/traces with an ingest token, and `run()` is the Run that the ReceivedTrace of
-# the trace id in `sent.requests` names.
+# Each agent runs once per module (the `sent` fixture), its exporter sending to a loopback
+# OTLP/HTTP receiver that keeps every export request as sent. A test then posts those very
+# requests, one by one in their order, to Agent Lab's receiver (`POST /v1/traces`, with an
+# ingest token of the test's user): the run it checks is the received run. One test
+# (`test_each_agent_is_received_live_by_a_running_server`) points the exporter at a running
+# daphne instead.
 
 @dataclass
 class Sent:
@@ -99,6 +63,12 @@ class Sent:
     requests: list[ExportTraceServiceRequest]
     headers: list[dict[str, str]]
     said: str
+
+    @property
+    def trace_id(self) -> str:
+        (trace,) = {span.trace_id.hex() for r in self.requests for rs in r.resource_spans
+                    for ss in rs.scope_spans for span in ss.spans}
+        return trace
 
 
 @dataclass
@@ -116,12 +86,18 @@ class AgentLab:
 
     @staticmethod
     def run(sent: Sent, user: Any) -> Run:
-        """The run a user finds for one agent run."""
-        merged = ExportTraceServiceRequest()
-        for request in sent.requests:
-            merged.resource_spans.extend(request.resource_spans)
-        (run,) = import_otlp(merged.SerializeToString(), user=user)
-        return run
+        """The run a user finds for one agent run: its export requests received here."""
+        token = create_token(user, f"agent {AgentLab.tokens}", "ingest")[1]
+        AgentLab.tokens += 1
+        client = Client()
+        for request, headers in zip(sent.requests, sent.headers, strict=True):
+            response = client.post("/v1/traces", request.SerializeToString(),
+                                   content_type=headers.get("content-type", PROTOBUF),
+                                   headers={"Authorization": f"Bearer {token}"})
+            assert response.status_code == 200, response.content
+        return ReceivedTrace.objects.get(user=user, trace_id=sent.trace_id).run
+
+    tokens = 0
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +159,7 @@ def test_each_agent_answers_and_exports_with_the_token(name, sent):
     assert all(h.get("authorization") == f"Bearer {TOKEN}" for h in exported.headers)
 
 
-@pytest.mark.parametrize("name", cases("tree"))
+@pytest.mark.parametrize("name", NAMES)
 def test_the_tree_has_the_model_calls_and_the_tool_between_them(name, run_of):
     steps = steps_of(run_of(name))
     by_seq = {s.seq: s for s in steps}
@@ -195,7 +171,7 @@ def test_the_tree_has_the_model_calls_and_the_tool_between_them(name, run_of):
     assert tool.status == "ok" and all(s.status == "ok" for s in steps)
 
 
-@pytest.mark.parametrize("name", cases("llm_calls"))
+@pytest.mark.parametrize("name", NAMES)
 def test_llm_calls_count_the_real_model_calls(name, run_of):
     run = run_of(name)
     assert [s.kind for s in steps_of(run)].count("llm") == 2
@@ -204,7 +180,7 @@ def test_llm_calls_count_the_real_model_calls(name, run_of):
         assert (run.tokens_in, run.tokens_out) == (100, 21)
 
 
-@pytest.mark.parametrize("name", cases("messages"))
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "genai-no-content"])
 def test_each_model_call_shows_the_messages_it_sent(name, run_of, client, user):
     run = run_of(name)
     client.force_login(user)
@@ -219,14 +195,25 @@ def test_each_model_call_shows_the_messages_it_sent(name, run_of, client, user):
     assert (call["name"], call["arguments"]) == ("get_weather", {"city": "Paris"})
 
 
-@pytest.mark.parametrize("name", cases("tool", [n for n in NAMES if n != "genai-no-content"]))
+def test_a_trace_without_content_says_so_and_how_to_get_it(run_of, client, user):
+    run = run_of("genai-no-content")
+    client.force_login(user)
+    calls = [s for s in steps_of(run) if s.kind == "llm"]
+    assert len(calls) == 2 and all(s.text == NO_CONTENT for s in calls)
+    page = client.get(reverse("step_messages", args=[run.pk, calls[0].seq])).content.decode()
+    assert "sent no messages" not in page and "span_only" in page
+    header = client.get(reverse("run", args=[run.pk])).content.decode()
+    assert "recorded no message content" in header
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "genai-no-content"])
 def test_the_tool_step_shows_its_arguments_and_result(name, run_of):
     tool = weather_tool(steps_of(run_of(name)))
     assert tool.input == {"city": "Paris"} or tool.input == ARGUMENTS
     assert tool.text == WEATHER[0]
 
 
-@pytest.mark.parametrize("name", cases("question", [n for n in NAMES if n not in GENAI[1:]]))
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in GENAI[1:]])
 def test_the_run_has_the_question_and_the_answer(name, run_of):
     run = run_of(name)
     assert run.input == QUESTION
@@ -234,7 +221,7 @@ def test_the_run_has_the_question_and_the_answer(name, run_of):
     assert run.status == "succeeded"
 
 
-@pytest.mark.parametrize("name", cases("diff", [n for n in NAMES if n not in GENAI[1:]]))
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in GENAI[1:]])
 def test_the_diff_of_two_runs_points_first_at_the_changed_tool_result(name, run_of):
     a, b = steps_of(run_of(name, WEATHER[0])), steps_of(run_of(name, WEATHER[1]))
     diff = diff_steps(a, b)
@@ -245,6 +232,27 @@ def test_the_diff_of_two_runs_points_first_at_the_changed_tool_result(name, run_
     assert row.left.text == WEATHER[0] and row.right.text == WEATHER[1]
 
 
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "genai-no-content"])
+def test_each_agent_is_received_live_by_a_running_server(name, live_url, user, fake_llm):
+    """The agent's own exporter sends to daphne's /v1/traces while it runs: one run, finished
+    when the agent is, with its question, answer and tool."""
+    python = frameworks_python()
+    if python is None:
+        pytest.skip("no frameworks virtualenv (scripts/test makes it; or set "
+                    "AGENTLAB_FRAMEWORKS_PYTHON)")
+    token = create_token(user, "live", "ingest")[1]
+    said = run_agent(python, FRAMEWORKS[name], fake_llm, {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": live_url,
+        "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer%20{token},"
+                                      "x-agentlab-project=weather"})
+    assert said == answer(WEATHER[0])
+    (trace,) = ReceivedTrace.objects.select_related("run").filter(user=user)
+    run = trace.run
+    assert trace.project == "weather" and run.status == "succeeded"
+    assert (run.input, run.final_answer) == (QUESTION, answer(WEATHER[0]))
+    assert weather_tool(steps_of(run)).text == WEATHER[0]
 
 
 def _lines(code: str) -> set[str]:

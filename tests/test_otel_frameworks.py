@@ -113,7 +113,7 @@ def test_the_run_page_shows_the_framework_and_a_missing_content_note(client, use
     assert "service weather-langgraph" in page and 'id="origin-note"' not in page
     (bare,) = import_otlp((CAPTURES / "genai-no-content.json").read_bytes(), user=user)
     page = client.get(reverse("run", args=[bare.pk])).content.decode()
-    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true" in page
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only" in page
     assert 'id="origin-note"' in page
     llm = bare.steps.filter(kind="llm").first()
     said = client.get(reverse("step_messages", args=[bare.pk, llm.seq])).content.decode()

@@ -74,7 +74,7 @@ def test_a_trace_without_message_content_says_so():
     ask, tool, answer = steps
     assert ask.kind == "llm" and ask.text == NO_CONTENT and ask.input == {"messages": [],
                                                                           "temperature": 0.2}
-    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true" in tool.text
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only" in tool.text
     assert (ask.tokens_in, ask.output["model"], ask.output["text"]) == (
         40, "gpt-4o-mini-2024-07-18", "")
     assert run["agent_snapshot"]["imported_from"]["note"] == NO_CONTENT

@@ -25,11 +25,16 @@ _KINDS = {"LLM": "llm", "TOOL": "tool", "RETRIEVER": "tool", "RERANKER": "tool",
           "EMBEDDING": "tool", "EVALUATOR": "evaluation", "GUARDRAIL": "guardrail",
           "AGENT": "message"}
 _CONTAINERS = ("AGENT", "CHAIN")
-NO_CONTENT = ("the instrumentation recorded no message content; set "
-              "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (OpenInference: leave "
-              "OPENINFERENCE_HIDE_INPUTS and OPENINFERENCE_HIDE_OUTPUTS unset) to see it")
-NO_TOOL_CONTENT = ("the instrumentation recorded no tool arguments or result; set "
-                   "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true to see them")
+# What the OpenTelemetry GenAI instrumentations need to put content on the spans (with only
+# CAPTURE_MESSAGE_CONTENT=true, opentelemetry-instrumentation-openai-v2 sends it as log events,
+# which a trace receiver never sees).
+_GENAI_CONTENT = ("OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental and "
+                  "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only")
+NO_CONTENT = ("the instrumentation recorded no message content on its spans; set "
+              f"{_GENAI_CONTENT} (OpenInference: leave OPENINFERENCE_HIDE_INPUTS and "
+              "OPENINFERENCE_HIDE_OUTPUTS unset) to see it")
+NO_TOOL_CONTENT = ("the instrumentation recorded no tool arguments or result on its spans; "
+                   f"set {_GENAI_CONTENT} to see them")
 
 
 def run_from_trace(spans: list[Span]) -> tuple[dict[str, Any], list[Step]]:
