@@ -302,3 +302,19 @@ async def test_a_received_runs_page_says_where_it_comes_from_and_has_no_controls
     assert "Receiving spans from <code>weather-app</code>" in page
     assert 'data-act="pause"' not in page and "Step mode" not in page
     assert "(span not arrived yet)" in page
+
+
+async def test_two_received_runs_diff_at_the_tool_and_replay_step_by_step(user, token):
+    await send(token, encoded(AgentTrace().whole("sunny, 21 °C")))
+    await send(token, encoded(AgentTrace().whole("rain, 12 °C")))
+    a, b = [t.run_id async for t in ReceivedTrace.objects.filter(user=user).order_by("pk")]
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    page = (await client.get(f"/runs/diff/?a={a}&b={b}")).content.decode()
+    first = page[page.index('id="first-divergence"'):]
+    first = first[:first.index("</tr>")]
+    assert "get_weather" in first and "<ins>rain</ins>" in first
+    step = (await client.get(f"/runs/{a}/?step=2")).content.decode()
+    assert 'data-current="2"' in step and "step 2 / 3" in step
+    exported = await client.get(f"/runs/{a}/export/otlp/")
+    assert exported.status_code == 200 and b"get_weather" in exported.content
