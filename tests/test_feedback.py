@@ -130,7 +130,7 @@ def test_thumbs_are_one_click_and_a_second_click_takes_it_back(alice, run, user)
 @pytest.mark.django_db
 def test_a_value_per_key_and_a_note_then_edit_and_delete(alice, run, keys):
     form = alice.get(f"/feedback/runs/{run.pk}/0/give/", **HTMX).content.decode()
-    assert 'name="key-%d"' % keys["relevance"].pk in form and 'max="5"' in form
+    assert f'name="key-{keys["relevance"].pk}"' in form and 'max="5"' in form
     assert '<option value="rude">rude</option>' in form
     strip = alice.post(f"/feedback/runs/{run.pk}/0/give/", {
         f"key-{keys['relevance'].pk}": "4", f"key-{keys['tone'].pk}": "kind",

@@ -232,9 +232,9 @@ def world(django_user_model, monkeypatch) -> dict[str, Any]:
     token, _secret = create_token(alice, SECRET, "ingest")
     feedback = Feedback.objects.create(run=run, seq=1, name="note", note=SECRET, author=alice,
                                        author_name="alice")
-    ids = {"token": token.pk, "feedback": feedback.pk, "run": run.pk, "second": second.pk, "comparison": comparison.pk,
-           "experiment": experiment.pk, "earlier": earlier.pk, "suite": suite.pk,
-           "conversation": conversation.pk, "agent": agents[0].pk}
+    ids = {"token": token.pk, "feedback": feedback.pk, "run": run.pk, "second": second.pk,
+           "comparison": comparison.pk, "experiment": experiment.pk, "earlier": earlier.pk,
+           "suite": suite.pk, "conversation": conversation.pk, "agent": agents[0].pk}
     return {"users": users, "ids": ids, "launched": launched}
 
 
