@@ -36,8 +36,10 @@ from traces.redact import redact_text
 log = logging.getLogger(__name__)
 QUEUE_SIZE = 10_000
 TIMEOUT_S = 10
-NOTE_RETRIES = 3  # a note's span may not have reached Phoenix yet (its export batches)
-NOTE_RETRY_S = 2.0
+# Sent synchronously (?sync=true), so a delete that follows a write finds it, in order; a span
+# that has not reached Phoenix yet (its export batches) is a 404, tried again a few times.
+RETRIES = 3
+RETRY_S = 2.0
 
 
 @dataclass
@@ -125,13 +127,16 @@ class Job:
 
 def job_for(row: Any) -> Job:
     if row.name == NOTE:
-        return Job("POST", "/v1/span_notes", {"data": note(row)}, NOTE_RETRIES)
-    return Job("POST", "/v1/span_annotations", {"data": [annotation(row)]})
+        return Job("POST", "/v1/span_notes", {"data": note(row)}, RETRIES)
+    return Job("POST", "/v1/span_annotations?sync=true", {"data": [annotation(row)]}, RETRIES)
 
 
 def delete_job(row: Any) -> Job:
     project = urllib.parse.quote(settings.AGENTLAB_OTEL_PROJECT, safe="")
-    query = urllib.parse.urlencode({"identifier": identifier(row)})
+    # Phoenix asks an unbounded-in-time delete to say so (delete_all); the identifier (one per
+    # row and installation) and the name narrow it to this one annotation.
+    query = urllib.parse.urlencode({"identifier": identifier(row), "name": row.name,
+                                    "delete_all": "true"})
     return Job("DELETE", f"/v1/projects/{project}/span_annotations?{query}")
 
 
@@ -216,7 +221,7 @@ def _send(job: Job) -> None:
             return
         except urllib.error.HTTPError as exc:
             if exc.code == 404 and attempt < job.retries:
-                time.sleep(NOTE_RETRY_S)
+                time.sleep(RETRY_S)
                 continue
             detail = exc.read()[:300].decode(errors="replace")
             STATS.error(f"{job.method} {job.path.split('?')[0]}: HTTP {exc.code} {detail}")
