@@ -24,7 +24,14 @@ from agentlab.feedback.models import RUN, Feedback
 from agentlab.feedback.values import THUMBS
 from traces.models import Run
 
-THUMB_BUTTONS = (("up", "👍", "Thumbs up"), ("down", "👎", "Thumbs down"))
+# A drawn thumb (Lucide's "thumbs-up", ISC licence), turned over for "down": an emoji shows as
+# an empty box where the browser has no emoji font.
+THUMB = ('<svg viewBox="0 0 24 24" width="16" height="16" aria-hidden="true" fill="none" '
+         'stroke="currentColor" stroke-width="2" stroke-linecap="round" '
+         'stroke-linejoin="round"><path d="M7 10v12"/><path d="M15 5.88 14 10h5.83a2 2 0 0 1 '
+         '1.92 2.56l-2.33 8A2 2 0 0 1 17.5 22H4a2 2 0 0 1-2-2v-8a2 2 0 0 1 2-2h2.76a2 2 0 0 0 '
+         '1.79-1.11L12 2a3.13 3.13 0 0 1 3 3.88Z"/></svg>')
+THUMB_BUTTONS = (("up", THUMB, "Thumbs up"), ("down", THUMB, "Thumbs down"))
 
 
 def rows_for(run: Run, seqs: Iterable[int]) -> dict[int, list[Feedback]]:

@@ -87,7 +87,7 @@ class EditForm(forms.Form):
         self.row = row
         if row.name == THUMBS:
             self.fields["value"] = forms.ChoiceField(
-                label="Thumbs", choices=[("up", "👍 up"), ("down", "👎 down")],
+                label="Thumbs", choices=[("up", "up"), ("down", "down")],
                 initial=row.label)
         elif row.name != NOTE and row.key is not None:
             self.fields["value"] = value_field(row.key, _initial(row))

@@ -157,16 +157,6 @@ def on_commit_delete(row: Any) -> None:
         transaction.on_commit(lambda: submit(job))
 
 
-def send_run(run: Any) -> int:
-    """Queue every feedback row of `run` again (`manage.py export_feedback`); how many."""
-    if base_url() is None or not ours(run.agent_snapshot):
-        return 0
-    rows = list(run.feedback.all())
-    for row in rows:
-        submit(job_for(row))
-    return len(rows)
-
-
 # -- the sender -------------------------------------------------------------------------------
 
 _QUEUE: queue.Queue[Job] = queue.Queue(QUEUE_SIZE)

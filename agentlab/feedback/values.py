@@ -127,9 +127,9 @@ def check_label(text: str, *, limit: int) -> str:
 
 
 def shown(name: str, score: float | None, label: str) -> str:
-    """How a value reads on a chip: "👍", "relevance 4", "tone: rude", "correct: yes"."""
+    """How a value reads on a chip: "thumbs up", "relevance 4", "tone: rude", "correct: yes"."""
     if name == THUMBS:
-        return "👍" if label == "up" else "👎"
+        return f"thumbs {label}"
     if name == NOTE:
         return "note"
     if label in ("true", "false") and score in (0.0, 1.0):

@@ -72,8 +72,8 @@
 
     draw("chart-thumbs", ({ feedback: f }) => ({
       data: { labels: f.labels, datasets: [
-        { label: "👍 up", data: f.up, backgroundColor: OUTCOME_COLOURS.succeeded },
-        { label: "👎 down", data: f.down, backgroundColor: OUTCOME_COLOURS.failed }] },
+        { label: "thumbs up", data: f.up, backgroundColor: OUTCOME_COLOURS.succeeded },
+        { label: "thumbs down", data: f.down, backgroundColor: OUTCOME_COLOURS.failed }] },
       options: { scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true,
         ticks: { precision: 0 }, title: { display: true, text: "thumbs" } } } },
       links: [f.labels.map(() => f.up_link), f.labels.map(() => f.down_link)],
