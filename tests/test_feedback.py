@@ -238,3 +238,56 @@ def test_the_admin_defines_keys_and_refuses_bad_ones(staff):
     refused = client.post("/admin/feedback/feedbackkey/add/", {
         "name": "thumbs", "kind": "boolean", "position": "0"})
     assert "is built in" in refused.content.decode()
+
+
+# -- annotations: only on spans that are ours -------------------------------------------------
+
+@pytest.fixture
+def collector(settings):
+    """A real HTTP server standing in for Phoenix's REST API: records what it is sent."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    got: list[tuple[str, str, dict]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else {}
+            got.append((self.command, self.path, body))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"data": []}')
+
+        do_POST = do_DELETE = _answer
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings.AGENTLAB_ANNOTATIONS_URL = f"http://127.0.0.1:{server.server_port}"
+    yield got
+    server.shutdown()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_annotations_go_for_runs_made_here_and_not_for_imported_ones(collector, user):
+    from agentlab.feedback import phoenix, record
+    from traces.otel import ids
+
+    mine = make_run(user)
+    imported = make_run(user, agent_snapshot={"imported_from": {"source_id": 7}})
+    row = record.toggle_thumb(mine, 2, user, "down")
+    record.toggle_thumb(imported, 2, user, "down")
+    record.toggle_thumb(mine, 2, user, "down")  # taken back
+    assert phoenix.flush()
+    assert [(method, path.split("?")[0]) for method, path, _ in collector] == [
+        ("POST", "/v1/span_annotations"),
+        ("DELETE", "/v1/projects/agentlab/span_annotations")]
+    sent = collector[0][2]["data"][0]
+    assert sent["span_id"] == ids.hex_span(ids.span_id(mine.pk, 2))
+    assert (sent["name"], sent["result"]["label"], sent["annotator_kind"]) == (
+        "thumbs", "down", "HUMAN")
+    assert f"identifier={phoenix.identifier(row)}" in collector[1][1]
