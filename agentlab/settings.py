@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "agentlab.evals",
     "agentlab.tokens",
     "agentlab.receiver",
+    "agentlab.feedback",
     "traces",
 ]
 
@@ -186,6 +187,10 @@ AGENTLAB_MAX_FRAME_CHARS = env_int("AGENTLAB_MAX_FRAME_CHARS", 256 * 1024)
 AGENTLAB_MAX_ACTIVE_RUNS = env_int("AGENTLAB_MAX_ACTIVE_RUNS", 10)
 # Access tokens one user may have that are not revoked; 0: no limit.
 AGENTLAB_MAX_TOKENS = env_int("AGENTLAB_MAX_TOKENS", 20)
+# Feedback (docs/FEEDBACK.md): the longest note, and the longest label (of a key's categories,
+# an imported or a scorer's label), in characters.
+AGENTLAB_FEEDBACK_NOTE_CHARS = env_int("AGENTLAB_FEEDBACK_NOTE_CHARS", 4_000)
+AGENTLAB_FEEDBACK_LABEL_CHARS = env_int("AGENTLAB_FEEDBACK_LABEL_CHARS", 100)
 # Seconds a tool call waits for approve or deny before it is denied and the run goes on.
 AGENTLAB_APPROVAL_TTL_S = env_int("AGENTLAB_APPROVAL_TTL_S", 30 * 60)
 # Events one run socket may have waiting to be sent; past it the socket is closed with 1013
@@ -216,6 +221,11 @@ AGENTLAB_HOOKS = {
     "run_scores": "agentlab.hooks.run_scores",
     "sweep": "agentlab.hooks.sweep",
     "prepare_run": "agentlab.forks.record.prepare_for",
+    "run_feedback": "agentlab.feedback.display.run_feedback",
+    "step_feedback": "agentlab.feedback.display.step_feedback",
+    "feedback_filter": "agentlab.feedback.filters.runs_with",
+    "feedback_filter_choices": "agentlab.feedback.filters.suggestions",
+    "bundle_sections": "agentlab.feedback.bundle.sections",
 }
 # A worker silent this long (no heartbeat, s) has its runs taken over by another worker.
 AGENTLAB_TAKEOVER_S = env_int("AGENTLAB_TAKEOVER_S", 10)
@@ -247,6 +257,10 @@ AGENTLAB_OTEL_PROJECT = os.environ.get("AGENTLAB_OTEL_PROJECT", "").strip() or "
 AGENTLAB_OTEL_LIVE = bool(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
                           or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")) \
     and not env_bool("OTEL_SDK_DISABLED")
+# Feedback as span annotations (agentlab/feedback/phoenix.py): Phoenix's base URL, where its REST
+# API takes POST /v1/span_annotations. Unset: the OTLP endpoint's base while live export is on
+# (Phoenix serves both on one port); "off": none sent.
+AGENTLAB_ANNOTATIONS_URL = os.environ.get("AGENTLAB_ANNOTATIONS_URL", "").strip()
 # What one OTLP upload may hold (counted before anything is built from it, traces/otel/decode.py):
 # attributes of one span (or event, link, resource), events and links of one span, items of one
 # array or kvlist value, and all of them together.

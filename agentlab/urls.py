@@ -22,4 +22,5 @@ urlpatterns = [
     path("evals/", include("agentlab.evals.urls")),
     path("tokens/", include("agentlab.tokens.urls")),
     path("", include("agentlab.receiver.urls")),
+    path("feedback/", include("agentlab.feedback.urls")),
 ]

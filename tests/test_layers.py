@@ -31,12 +31,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runs", ("agentlab.runs",)),
     ("features", ("agentlab.chat", "agentlab.compare", "agentlab.evals", "agentlab.dashboard",
                   "agentlab.forks", "agentlab.live", "agentlab.bench", "agentlab.code_agents",
-                  "agentlab.workers", "agentlab.tokens", "agentlab.receiver")),
+                  "agentlab.workers", "agentlab.tokens", "agentlab.receiver",
+                  "agentlab.feedback")),
     ("project", ("agentlab",)),
 )
 # The pure core: unit-tested without a database.
 PURE = ("agentlab.llm", "agentlab.tools", "agentlab.guardrails", "agentlab.runtime",
-        "agentlab.paradigms", "traces.schema", "traces.diff", "traces.volatile")
+        "agentlab.paradigms", "traces.schema", "traces.diff", "traces.volatile",
+        "agentlab.feedback.values")
 PURE_MAY_USE = ("traces.schema", "traces.owners", "traces.diff", "traces.redact",
                 "agentlab.paths")
 NOT_PURE = ("django.db", "django.contrib", "channels")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.utils import timezone
@@ -24,6 +24,7 @@ from traces.bundle_values import (
     too_deep_step,
 )
 from traces.bundle_values import where as _where
+from traces.hooks import hook
 from traces.models import Run
 from traces.redact import redact_urls
 from traces.schema import ACTIVE_STATUSES, RUN_STATUSES, RUN_TOTALS, STEP_KINDS, STEP_STATUSES
@@ -134,6 +135,28 @@ class BundleData:
     exported_at: str | None
     run: dict[str, Any]
     steps: list[StepRecord]
+    sections: dict[str, Any] = field(default_factory=dict)  # name -> what its check() gave
+
+
+class BundleSection(Protocol):
+    """An optional top-level part of a bundle that an app above keeps (hook "bundle_sections";
+    docs/BUNDLE.md "Sections"). It carries its own version, so adding one leaves the bundle's
+    version as it is: an older bundle has no such key, an older reader ignores it."""
+
+    def export(self, run: Run) -> Any | None:
+        """The run's part (JSON-ready), or None to leave the key out."""
+
+    def check(self, data: Any, seqs: set[int]) -> Any:
+        """The part checked whole before anything is written; a BundleError names the place
+        (`seqs`: the bundle's step seqs)."""
+
+    def restore(self, run: Run, checked: Any, user: Any) -> None:
+        """Write the checked part for the new run, which `user` imported."""
+
+
+def sections() -> dict[str, BundleSection]:
+    answer = hook("bundle_sections")
+    return answer() if answer is not None else {}
 
 
 # ---------------------------------------------------------------------------- export
@@ -145,7 +168,7 @@ def export_bundle(run: Run) -> dict[str, Any]:
     (traces.redact), wherever they appear."""
     steps = [redact_urls(row.to_record().to_dict())
              for row in run.steps.order_by("seq").iterator(2000)]
-    return {
+    document = {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
         "exported_at": timezone.now().isoformat(),
@@ -168,6 +191,10 @@ def export_bundle(run: Run) -> dict[str, Any]:
         },
         "steps": steps,
     }
+    for name, section in sections().items():
+        if (part := section.export(run)) is not None:
+            document[name] = part
+    return document
 
 
 def strip_secrets(value: Any) -> Any:
@@ -242,8 +269,12 @@ def load_bundle(data: Any) -> BundleData:
             _parse_when(run[key], f"run.{key}")
     if data.get("exported_at") is not None:
         _parse_when(data["exported_at"], "exported_at")
+    steps = _steps(data["steps"])
+    seqs = {s.seq for s in steps}
+    parts = {name: section.check(data[name], seqs) for name, section in sections().items()
+             if data.get(name) is not None}
     return BundleData(version=version, exported_at=data.get("exported_at"), run=run,
-                      steps=_steps(data["steps"]))
+                      steps=steps, sections=parts)
 
 
 def _steps(items: list[dict[str, Any]]) -> list[StepRecord]:
@@ -362,7 +393,14 @@ def import_bundle(data: Any, *, user: Any) -> Run:
         status=status, final_answer=run.get("final_answer", ""), error=error, **when,
         **{k: totals[k] for k in RUN_TOTALS if k in totals},
     )
-    return bundle_store.write_run(fields, bundle.steps, user=user)
+    written = bundle_store.write_run(fields, bundle.steps, user=user)
+    try:
+        for name, part in bundle.sections.items():
+            sections()[name].restore(written, part, user)
+    except BaseException:
+        bundle_store.discard(written.pk)  # all or nothing, as the steps
+        raise
+    return written
 
 
 def _parse_when(text: Any, where: str) -> datetime:

@@ -12,7 +12,13 @@ The hooks (agentlab/hooks.py answers them; docs/ARCHITECTURE.md "Hooks"):
 - `sweep() -> dict[str, int]`: what a starting process closes besides runs and imports
   (traces.startup; today the experiments of processes that are gone);
 - `prepare_run(run) -> Prepare | None`: how a replay, fork or resume is prepared where it
-  executes, from its rows (agentlab.runs.engine).
+  executes, from its rows (agentlab.runs.engine);
+- `run_feedback(request, run) -> str` and `step_feedback(request, run, seqs) -> {seq: str}`:
+  the feedback shown on the run page, on the run and beside each step (safe HTML);
+- `feedback_filter(text) -> Q` (ValueError: not a filter) and `feedback_filter_choices() ->
+  [(value, label)]`: the runs list's "Feedback" filter (traces.views.filters);
+- `bundle_sections() -> {name: BundleSection}`: optional sections of a run bundle
+  (traces.bundle; today "feedback").
 """
 
 from __future__ import annotations

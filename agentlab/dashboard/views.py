@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from agentlab.dashboard import queries
+from agentlab.dashboard.feedback import FeedbackFigures, over_time
 from agentlab.dashboard.period import GROUPS, PERIODS, DashboardForm, Period
 from agentlab.dashboard.queries import OUTCOMES, PHASES, Figures, GroupFigures, PhaseFigures
 from agentlab.models import Tool
@@ -41,6 +44,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "all_runs_url": period.runs_url(status=FINISHED),
         "chart": chart_data(found, groups, period, known),
     }
+    feedback = over_time(request.user, period)
+    context["feedback"] = feedback
+    context["chart"]["feedback"] = feedback_chart(feedback, period)
     return render(request, "dashboard/index.html", context)
 
 
@@ -138,6 +144,24 @@ def chart_data(found: Figures, groups: list[dict[str, Any]], period: Period,
                                   for t in found.tools],
                   "links": [tool_url(period, t.name) for t in found.tools]},
     }
+
+
+def feedback_chart(f: FeedbackFigures, period: Period) -> dict[str, Any]:
+    """Feedback given per bucket, a stacked bar per group; and thumbs up and down. A click
+    opens the runs of that group with feedback (of that kind)."""
+    def url(group: str | None, feedback: str) -> str:
+        # Not the period's dates: those narrow runs by when they ran, and feedback given this
+        # week may be on an older run.
+        params = {"feedback": feedback}
+        if group and not group.startswith("("):
+            params[period.group] = group
+        return f"{reverse('runs')}?{urlencode(params)}"
+
+    return {"labels": f.labels, "group_label": GROUPS[period.group],
+            "series": [{"label": g, "data": data, "link": url(g, "any")}
+                       for g, data in f.series.items()],
+            "up": f.up, "down": f.down,
+            "up_link": url(None, "up"), "down_link": url(None, "down")}
 
 
 def pct(share: float | None) -> str:

@@ -62,6 +62,23 @@
       links: l.links,
     }));
 
+    // Feedback over time: a stacked bar per group (agent…), and thumbs up and down.
+    draw("chart-feedback", ({ feedback: f }) => ({
+      data: { labels: f.labels, datasets: f.series.map((s) => ({ label: s.label, data: s.data })) },
+      options: { scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true,
+        ticks: { precision: 0 }, title: { display: true, text: "feedback given" } } } },
+      links: f.series.map((s) => f.labels.map(() => s.link)),
+    }));
+
+    draw("chart-thumbs", ({ feedback: f }) => ({
+      data: { labels: f.labels, datasets: [
+        { label: "thumbs up", data: f.up, backgroundColor: OUTCOME_COLOURS.succeeded },
+        { label: "thumbs down", data: f.down, backgroundColor: OUTCOME_COLOURS.failed }] },
+      options: { scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true,
+        ticks: { precision: 0 }, title: { display: true, text: "thumbs" } } } },
+      links: [f.labels.map(() => f.up_link), f.labels.map(() => f.down_link)],
+    }));
+
     draw("chart-tools", ({ tools: t }) => ({
       data: { labels: t.labels, datasets: [{ label: "Success rate (%)", data: t.success_pct }] },
       options: { indexAxis: "y", scales: { x: { min: 0, max: 100,

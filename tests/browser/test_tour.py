@@ -183,3 +183,36 @@ def test_every_page_as_a_newcomer_meets_it(tour, browser_page, live_url):
     tour.shoot("login", "/login/")
     assert tour.problems == [], "\n".join(tour.problems)
     assert page.js_errors == []
+
+
+def test_feedback_pages(tour, browser_page, staff):
+    """Feedback (agentlab/feedback/): on a run and beside its steps, the form open on a step,
+    the runs list filtered by it, the dashboard's chart, the admin's keys."""
+    from agentlab.feedback import record
+    from agentlab.feedback.models import FeedbackKey
+    from tests.factories import make_run
+
+    page = browser_page
+    relevance = FeedbackKey.objects.create(name="relevance", kind="numeric", minimum=1,
+                                           maximum=5, description="How well it answers")
+    tone = FeedbackKey.objects.create(name="tone", kind="categories",
+                                      labels=["rude", "neutral", "kind"], position=1)
+    FeedbackKey.objects.create(name="correct", kind="boolean", position=2)
+    run = make_run(staff, agent_name="Weather agent")
+    record.toggle_thumb(run, 0, staff, "up")
+    record.give_key(run, 0, staff, relevance, "4", note="Right answer; the SQL step was slow.")
+    record.toggle_thumb(run, 3, staff, "down")
+    record.give_key(run, 3, staff, tone, "neutral")
+    record.give_note(run, 6, staff, "This observation is far too long for the model's context.")
+    other = make_run(staff, agent_name="Calc agent", input="What is 6*7?")
+    record.toggle_thumb(other, 0, staff, "down")
+    tour.shoot("feedback-run", f"/runs/{run.pk}/")
+    page.locator("#step-3 .fb-more summary").click()
+    expect(page.locator("#step-3 .fb-form")).to_be_visible()
+    page.locator("#step-3").scroll_into_view_if_needed()
+    tour.shoot("feedback-step-form")
+    tour.shoot("feedback-runs-filter", "/runs/?feedback=down")
+    tour.shoot("feedback-dashboard", "/dashboard/#feedback")
+    tour.shoot("feedback-keys-admin", "/admin/feedback/feedbackkey/")
+    assert tour.problems == [], "\n".join(tour.problems)
+    assert page.js_errors == []

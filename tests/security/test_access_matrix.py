@@ -30,6 +30,7 @@ from agentlab.chat.models import ChatTurn, Conversation
 from agentlab.compare.models import Comparison, ComparisonEntry
 from agentlab.evals import runner
 from agentlab.evals.models import Case, Suite
+from agentlab.feedback.models import Feedback
 from agentlab.routing import websocket_urlpatterns
 from agentlab.runs import engine as run_engine
 from agentlab.runs import execution
@@ -130,6 +131,12 @@ MATRIX: dict[str, Row] = {
     # The OTLP receiver takes a token, never a session: a logged-in visitor is refused too.
     "receive_traces": Row("/v1/traces", "post", anonymous="401", other="401", staff="401",
                           owner="401"),
+    # feedback: given by whoever may see the run; a row changed only by its author (alice's)
+    "feedback:strip": Row("/feedback/runs/{run}/1/"),
+    "feedback:form": Row("/feedback/runs/{run}/1/give/", "post", {"note": "x"}),
+    "feedback:thumbs": Row("/feedback/runs/{run}/0/thumbs/", "post", {"value": "up"}),
+    "feedback:edit": Row("/feedback/{feedback}/edit/", "post", {"note": "y"}, **PERSONAL),
+    "feedback:delete": Row("/feedback/{feedback}/delete/", "post", **PERSONAL),
 }
 SOCKETS: dict[str, Row] = {
     "ws/runs/<int:run_id>/": Row("/ws/runs/{run}/", anonymous="refused", other="refused",
@@ -226,9 +233,11 @@ def world(django_user_model, monkeypatch) -> dict[str, Any]:
     conversation = Conversation.objects.create(user=alice, agent=agents[0], title=SECRET)
     ChatTurn.objects.create(conversation=conversation, run=second, position=1)
     token, _secret = create_token(alice, SECRET, "ingest")
-    ids = {"token": token.pk, "run": run.pk, "second": second.pk, "comparison": comparison.pk,
-           "experiment": experiment.pk, "earlier": earlier.pk, "suite": suite.pk,
-           "conversation": conversation.pk, "agent": agents[0].pk}
+    feedback = Feedback.objects.create(run=run, seq=1, name="note", note=SECRET, author=alice,
+                                       author_name="alice")
+    ids = {"token": token.pk, "feedback": feedback.pk, "run": run.pk, "second": second.pk,
+           "comparison": comparison.pk, "experiment": experiment.pk, "earlier": earlier.pk,
+           "suite": suite.pk, "conversation": conversation.pk, "agent": agents[0].pk}
     return {"users": users, "ids": ids, "launched": launched}
 
 

@@ -91,6 +91,8 @@ def step_html(step: StepView, run: Any) -> SafeString:
             ' hx-trigger="toggle once" hx-target="find .payload-body">\n    <summary>Messages '
             '<span class="muted">— the conversation as the model saw it</span></summary>'
             f'{LOADING}</details>\n')
+    if step.feedback:  # made safe by whoever answered the hook (agentlab/feedback/display.py)
+        parts.append(f"  {step.feedback}\n")
     parts.append("</article>\n")
     return mark_safe("".join(parts))  # noqa: S308 (every value above is escaped)
 

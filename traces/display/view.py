@@ -80,6 +80,9 @@ class StepView:
     facts: list[tuple[str, str]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     traceback: str = ""
+    # What the page's viewer may see and give of feedback on this step (hook "step_feedback";
+    # None on live frames, which every watcher shares).
+    feedback: SafeString | None = None
 
     @property
     def is_llm(self) -> bool:

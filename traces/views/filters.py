@@ -14,6 +14,7 @@ from django.forms.utils import from_current_timezone
 from django.utils import timezone
 
 from traces.display import labels
+from traces.hooks import hook
 from traces.models import Run, Step
 from traces.schema import FINISHED_STATUSES, RUN_STATUSES
 
@@ -78,6 +79,11 @@ class RunFilterForm(forms.Form):
                                       choices=[("", "any"), ("1", "with format errors")])
     reflections = forms.ChoiceField(required=False, label="Reflections",
                                     choices=[("", "any"), ("1", "with reflections")])
+    # Answered by the feedback app (hook "feedback_filter"): any, up, down, note, relevance>=4…
+    feedback = forms.CharField(required=False, max_length=200, label="Feedback",
+                               widget=forms.TextInput(attrs={
+                                   "list": "feedback-choices", "size": 14,
+                                   "placeholder": "any, down, key=value"}))
     user = forms.ChoiceField(required=False)
     sort = forms.CharField(required=False)
 
@@ -101,10 +107,23 @@ class RunFilterForm(forms.Form):
         self.fields["model"].choices = _choices(runs, MODEL_LOOKUP, "any model")
         self.fields["profile"].choices = _choices(runs, PROFILE_LOOKUP, "any profile")
         self.fields["project"].choices = _choices(runs, PROJECT_LOOKUP, "any project")
+        choices = hook("feedback_filter_choices")
+        self.feedback_choices = choices() if choices is not None else []
+        if hook("feedback_filter") is None:
+            del self.fields["feedback"]
         if staff:
             self.fields["user"].choices = _choices(runs, "user__username", "any user")
         else:
             del self.fields["user"]
+
+    def clean_feedback(self) -> str:
+        text = self.cleaned_data.get("feedback", "")
+        if text:
+            try:
+                hook("feedback_filter")(text)
+            except ValueError as e:
+                raise forms.ValidationError(str(e)) from None
+        return text
 
     def sort_key(self) -> str:
         sort = (self.cleaned_data.get("sort") if self.is_valid() else "") or DEFAULT_SORT
@@ -145,6 +164,8 @@ def apply(runs: QuerySet[Run], form: RunFilterForm) -> QuerySet[Run]:
         runs = runs.filter(reflections__gt=0)
     if "tool" in data or "tool_status" in data:
         runs = runs.filter(Exists(tool_calls(data.get("tool"), data.get("tool_status"))))
+    if "feedback" in data:
+        runs = runs.filter(hook("feedback_filter")(data["feedback"]))
     if "guardrail" in data or "guardrail_action" in data:
         runs = runs.filter(Exists(guardrail_decisions(data.get("guardrail"),
                                                       data.get("guardrail_action"))))

@@ -13,6 +13,7 @@ from traces.display import highlight as hl
 from traces.display import labels
 from traces.display import timeline as waterfall
 from traces.display.view import StepView
+from traces.hooks import hook
 from traces.models import Run, Step
 from traces.owners import RECEIVED
 from traces.views import steps as loader
@@ -41,12 +42,14 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     limit = loader.PAGE_SIZE if not current else min(max(loader.PAGE_SIZE, current + 20),
                                                      loader.MAX_PAGE)
     views = loader.step_views(run, limit=limit)
+    with_feedback(request, run, views)
     bars, shown = loader.timeline(run, last)
     lane_labels = waterfall.lanes(bars)
     visible = Run.objects.visible_to(request.user)
     context = {
         "run": run, "steps": views, "last_seq": last, "current": current,
         "scores": labels.scores(run.pk),
+        "feedback": run_feedback(request, run),
         "guardrail_steps": guardrail_steps(run),
         "next_after": _next_after(views, last),
         "profiles": _profiles(run.agent_snapshot),
@@ -71,6 +74,20 @@ def _received(run: Run) -> dict[str, Any] | None:
     source = (run.agent_snapshot or {}).get("imported_from") or {}
     return {"service": str(source.get("service") or ""),
             "quiet_s": settings.AGENTLAB_RECEIVER_QUIET_S}
+def run_feedback(request: HttpRequest, run: Run) -> str:
+    """Feedback on the run as a whole, and the way to give it (hook `run_feedback`)."""
+    answer = hook("run_feedback")
+    return answer(request, run) if answer is not None else ""
+
+
+def with_feedback(request: HttpRequest, run: Run, views: list[StepView]) -> None:
+    """Each step's feedback as this visitor sees it (hook `step_feedback`; none without it)."""
+    answer = hook("step_feedback")
+    if answer is None or not views or run.is_active:  # live steps arrive without it
+        return
+    found = answer(request, run, [v.seq for v in views])
+    for view in views:
+        view.feedback = found.get(view.seq)
 
 
 GUARDRAIL_LINKS = 50  # the run's header links to at most this many guardrail decisions
@@ -137,6 +154,7 @@ def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
     if upto and upto > after:
         limit = min(max(limit, upto - after + 20), loader.MAX_PAGE)
     views = loader.step_views(run, after=after, limit=limit)
+    with_feedback(request, run, views)
     context = {"run": run, "steps": views, "next_after": _next_after(views, loader.last_seq(run))}
     return render(request, "traces/step_list.html#steps", context)
 
