@@ -215,6 +215,8 @@ AGENTLAB_HOOKS = {
     "run_scores": "agentlab.hooks.run_scores",
     "sweep": "agentlab.hooks.sweep",
     "prepare_run": "agentlab.forks.record.prepare_for",
+    "run_cases": "agentlab.evals.case_views.run_cases",
+    "case_form": "agentlab.evals.case_views.form_options",
 }
 # A worker silent this long (no heartbeat, s) has its runs taken over by another worker.
 AGENTLAB_TAKEOVER_S = env_int("AGENTLAB_TAKEOVER_S", 10)

@@ -12,7 +12,11 @@ The hooks (agentlab/hooks.py answers them; docs/ARCHITECTURE.md "Hooks"):
 - `sweep() -> dict[str, int]`: what a starting process closes besides runs and imports
   (traces.startup; today the experiments of processes that are gone);
 - `prepare_run(run) -> Prepare | None`: how a replay, fork or resume is prepared where it
-  executes, from its rows (agentlab.runs.engine).
+  executes, from its rows (agentlab.runs.engine);
+- `run_cases(user, run_id) -> list[dict]`: the evaluation cases made from a run, in suites the
+  user may see (the run page);
+- `case_form(user) -> dict`: the suites the user may add cases to, the scorers, the limits
+  ("Add to suite" on the run page and the runs list).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from traces.display import highlight as hl
 from traces.display import labels
 from traces.display import timeline as waterfall
 from traces.display.view import StepView
+from traces.hooks import hook
 from traces.models import Run, Step
 from traces.views import steps as loader
 
@@ -56,8 +57,17 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         if run.parent_run_id else None,
         "forks": list(visible.filter(parent_run=run).only("pk", "fork_seq", "status")
                       .order_by("pk")[:20]),
+        **cases_context(request.user, run.pk),
     }
     return render(request, "traces/run_detail.html", context)
+
+
+def cases_context(user: Any, run_id: int | None) -> dict[str, Any]:
+    """Evaluation cases made from the run and the "Add to suite" form's choices, where the
+    evaluation app answers (the `run_cases` and `case_form` hooks)."""
+    made, form = hook("run_cases"), hook("case_form")
+    return {"run_cases": made(user, run_id) if made and run_id else [],
+            "case_form": form(user) if form else None}
 
 
 GUARDRAIL_LINKS = 50  # the run's header links to at most this many guardrail decisions
