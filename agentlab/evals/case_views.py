@@ -30,11 +30,9 @@ from traces import access
 from traces.models import Run, Step
 
 NEW = "new"  # the suite choice that makes a new suite
-SCORER_HELP = {"contains": "the answer contains the expected text",
-               "exact": "the answer is the expected text",
-               "numeric": "the last number of the answer, within a tolerance",
-               "regex": "the expected text is a regular expression the answer matches",
-               "llm_judge": "a model judges the answer against the expected one"}
+SCORER_HELP = {"exact": "the answer is it", "contains": "the answer contains it",
+               "numeric": "its last number, ± a tolerance",
+               "regex": "a pattern the answer matches", "llm_judge": "a model judges"}
 
 
 # -- Add to suite --------------------------------------------------------------------------------
