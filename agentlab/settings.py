@@ -226,6 +226,8 @@ AGENTLAB_HOOKS = {
     "feedback_filter": "agentlab.feedback.filters.runs_with",
     "feedback_filter_choices": "agentlab.feedback.filters.suggestions",
     "bundle_sections": "agentlab.feedback.bundle.sections",
+    "run_cases": "agentlab.evals.case_views.run_cases",
+    "case_form": "agentlab.evals.case_views.form_options",
 }
 # A worker silent this long (no heartbeat, s) has its runs taken over by another worker.
 AGENTLAB_TAKEOVER_S = env_int("AGENTLAB_TAKEOVER_S", 10)

@@ -19,6 +19,10 @@ The hooks (agentlab/hooks.py answers them; docs/ARCHITECTURE.md "Hooks"):
   [(value, label)]`: the runs list's "Feedback" filter (traces.views.filters);
 - `bundle_sections() -> {name: BundleSection}`: optional sections of a run bundle
   (traces.bundle; today "feedback").
+- `run_cases(user, run_id) -> list[dict]`: the evaluation cases made from a run, in suites the
+  user may see (the run page);
+- `case_form(user) -> dict`: the suites the user may add cases to, the scorers, the limits
+  ("Add to suite" on the run page and the runs list).
 """
 
 from __future__ import annotations

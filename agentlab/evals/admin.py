@@ -24,7 +24,9 @@ MAX_UPLOAD = 5 * 1024 * 1024
 
 class CaseInline(admin.TabularInline):
     model = Case
-    fields = ["position", "question", "expected", "scorer", "tolerance", "rubric", "tags"]
+    fields = ["position", "question", "expected", "scorer", "tolerance", "rubric", "tags",
+              "source_run"]
+    readonly_fields = ["source_run"]  # set by "Add to suite" on a run
     extra = 0
 
     def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
@@ -42,7 +44,9 @@ class ImportForm(forms.Form):
 
 @admin.register(Suite)
 class SuiteAdmin(admin.ModelAdmin):
-    list_display = ["name", "case_count", "updated"]
+    list_display = ["name", "owner", "case_count", "updated"]
+    list_filter = [("owner", admin.EmptyFieldListFilter)]
+    raw_id_fields = ["owner"]
     search_fields = ["name", "description"]
     inlines = [CaseInline]
     actions = ["import_into"]

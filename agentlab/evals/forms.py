@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 
 from agentlab.evals.models import Suite, clean_tags
@@ -54,6 +56,11 @@ class StartForm(forms.Form):
         error_messages={"min_value": "Give each run at least 1 s (or leave it blank)."},
     )
     title = forms.CharField(max_length=200, required=False)
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # shared suites and the user's own (staff: all); another's is "no longer exists"
+        self.fields["suite"].queryset = Suite.objects.visible_to(user).order_by("name")
 
     def clean_case_tags(self) -> list[str]:
         return clean_tags(self.cleaned_data["case_tags"].split(","))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -23,11 +24,39 @@ def clean_tags(tags: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(t.strip() for t in tags if t.strip()))
 
 
+class SuiteQuerySet(QuerySet):
+    """Who sees and who adds to a suite. A shared suite (no owner: the demo, the admin's,
+    imported ones) is seen by everyone and edited by staff; a suite someone made from their
+    runs holds those runs' questions and answers, so like the runs it is its owner's (and
+    staff's) alone."""
+
+    def visible_to(self, user: Any) -> SuiteQuerySet:
+        if not _active(user):
+            return self.none()
+        return self.all() if user.is_staff else self.filter(
+            Q(owner__isnull=True) | Q(owner_id=user.pk))
+
+    def editable_by(self, user: Any) -> SuiteQuerySet:
+        if not _active(user):
+            return self.none()
+        return self.all() if user.is_staff else self.filter(owner_id=user.pk)
+
+
+def _active(user: Any) -> bool:
+    return bool(user is not None and user.is_authenticated and user.is_active and user.pk)
+
+
 class Suite(models.Model):
     name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+        related_name="suites", help_text="Blank: a shared suite, seen by everyone and edited "
+        "by staff. Set: seen and edited by this user (and staff) only.")
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
+
+    objects = SuiteQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -51,6 +80,9 @@ class Case(models.Model):
     )
     rubric = models.TextField(blank=True, help_text="llm judge: what a good answer must contain.")
     tags = models.JSONField(default=list, blank=True)
+    # The run the case was made from ("Add to suite"); kept when the run is deleted, unlinked.
+    source_run = models.ForeignKey(
+        "traces.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="cases")
 
     class Meta:
         ordering = ["suite", "position", "id"]
@@ -154,3 +186,31 @@ class Result(models.Model):
 
     def __str__(self) -> str:
         return f"{self.experiment_id}: case {self.case_id} × {self.agent_name}"
+
+
+class PlaygroundCase(models.Model):
+    """An LLM call saved from a step ("Add to playground cases"): the request as sent
+    (messages; tools, tool_choice, response_format, stop, temperature, max_tokens) and the
+    reply expected, which the playground opens to send again to any model profile. Its
+    owner's alone (a personal list, like conversations and access tokens)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="playground_cases")
+    name = models.CharField(max_length=200)
+    messages = models.JSONField(default=list)
+    params = models.JSONField(default=dict, blank=True)
+    profile = models.CharField(max_length=200, blank=True, help_text="the profile it was "
+                               "recorded with (the playground's first choice)")
+    expected = models.TextField(blank=True, help_text="the reply expected: the recorded "
+                                "reply (its text, or its tool calls), or a corrected one")
+    tags = models.JSONField(default=list, blank=True)
+    source_run = models.ForeignKey("traces.Run", null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="playground_cases")
+    source_seq = models.PositiveIntegerField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return self.name

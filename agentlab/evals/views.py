@@ -29,6 +29,7 @@ from agentlab.runs import start
 from traces import access
 from traces.display.figures import best_value, format_percent
 from traces.display.labels import status_word
+from traces.models import Run
 
 POLL_SECONDS = 1
 DEMO_CONCURRENCY = 2  # the one-click demo forms' runs at a time (templates/evals/index.html)
@@ -48,7 +49,7 @@ FIGURES = (("mean_score", "Mean score", "pct", True), ("pass_rate", "Pass rate",
 async def index(request: HttpRequest) -> HttpResponse:
     """Suites and experiments; a valid POST creates an experiment and starts it."""
     user = await request.auser()
-    form = StartForm(request.POST or None)
+    form = StartForm(request.POST or None, user=user)
     if request.method == "POST" and await sync_to_async(form.is_valid)():
         data = form.cleaned_data
         try:
@@ -69,10 +70,12 @@ async def index(request: HttpRequest) -> HttpResponse:
 
 
 def _render_index(request: HttpRequest, user: Any, form: StartForm) -> HttpResponse:
-    suites = list(Suite.objects.annotate(case_count=Count("cases")))
+    visible = Suite.objects.visible_to(user)
+    suites = list(visible.annotate(case_count=Count("cases")))
     tags: dict[int, set[str]] = defaultdict(set)
     case_tags: dict[int, list[list[str]]] = defaultdict(list)  # each case's, for the estimate
-    for suite_id, these in Case.objects.values_list("suite_id", "tags"):
+    for suite_id, these in Case.objects.filter(suite__in=visible).values_list("suite_id",
+                                                                             "tags"):
         tags[suite_id].update(str(t) for t in these or [])
         case_tags[suite_id].append([str(t) for t in these or []])
     for suite in suites:
@@ -256,12 +259,20 @@ def compare(request: HttpRequest, pk: int, other: int) -> HttpResponse:
 
 @require_GET
 def suite_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """A suite's cases, readable outside the admin: question, expected answer, scorer, tags."""
-    suite = Suite.objects.filter(pk=pk).first()
+    """A suite's cases, readable outside the admin: question, expected answer, scorer, tags,
+    and the run each case was made from (a link where the visitor may see that run)."""
+    suite = (Suite.objects.visible_to(request.user).select_related("owner")
+             .filter(pk=pk).first())
     if suite is None:
         raise Http404("no such suite")
     cases = list(suite.cases.order_by("position", "id"))
-    return render(request, "evals/suite.html", {"suite": suite, "cases": cases})
+    sources = {c.source_run_id for c in cases if c.source_run_id}
+    seen = set(Run.objects.visible_to(request.user).filter(pk__in=sources)
+               .values_list("pk", flat=True)) if sources else set()
+    editable = Suite.objects.editable_by(request.user).filter(pk=pk).exists()
+    return render(request, "evals/suite.html", {"suite": suite, "cases": cases,
+                                                "from_runs": bool(sources), "seen_runs": seen,
+                                                "editable": editable})
 
 
 def _get(user: Any, pk: int, action: access.Action = "watch") -> Experiment:

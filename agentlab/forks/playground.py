@@ -134,6 +134,24 @@ def parse_request(messages: str, params: str) -> tuple[Request | None, list[str]
     return Request(msgs, values), []
 
 
+def reply_text(output: Any) -> str:
+    """What a recorded llm step answered, as text: its reply's text, else its tool calls as
+    `name(arguments)` lines (the expected reply a saved playground case starts with)."""
+    output = output if isinstance(output, dict) else {}
+    text = output.get("text")
+    if isinstance(text, str) and text.strip():
+        return text.strip()
+    calls = output.get("tool_calls")
+    lines = []
+    for call in calls if isinstance(calls, list) else []:
+        if isinstance(call, dict):
+            raw = call.get("raw_arguments")
+            args = raw if isinstance(raw, str) else json.dumps(call.get("arguments") or {},
+                                                              ensure_ascii=False)
+            lines.append(f"{call.get('name', '?')}({args})")
+    return "\n".join(lines)
+
+
 async def call_model(config: ProfileConfig, request: Request) -> tuple[ChatResult | None, str]:
     """One call to the profile: the reply, or what went wrong in words (credentials blanked)."""
     try:

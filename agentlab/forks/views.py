@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from agentlab.forks import plans
-from agentlab.forks.playground import PARAM_KEYS, call_model, parse_request
+from agentlab.forks.playground import PARAM_KEYS, call_model, parse_request, reply_text
 from agentlab.models import Agent, ModelProfile
 from agentlab.profiles import to_config
 from traces.access import visible_run
@@ -225,4 +225,13 @@ async def playground(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
     return await _render(request, "forks/playground.html", {
         "run": run, "step": step, "profiles": profiles, "values": values, "errors": errors,
         "recorded": recorded, "result": result.to_dict() if result else None,
+        # "Add to playground cases" (the step's link opens it): what the saved case starts as
+        "save_open": "save" in request.GET, "case": save_defaults(run, step),
     }, status=400 if errors else 200)
+
+
+def save_defaults(run: Run, step: Step) -> dict[str, str]:
+    """The save form's first values: a name from the run's question, the recorded reply."""
+    question = " ".join(str(run.input or "").split())
+    name = f"Run {run.pk} step {step.seq}" + (f": {question}" if question else "")
+    return {"name": name[:120], "expected": reply_text(step.output), "tags": ""}

@@ -58,6 +58,41 @@
     }, 1000);
   }
 
+  // ------------------------------------------------------------------ runs list: add to suite
+  // The ticked runs (the same boxes as "Diff selected") go to the "Add to suite" page as
+  // run=… (agentlab/evals/case_views.py add_runs), which asks the suite and the answers.
+  function initSuitePick() {
+    var form = document.getElementById("suite-form");
+    if (!form) return;
+    var button = document.getElementById("suite-button");
+    var hint = document.getElementById("suite-hint");
+    var max = parseInt(form.dataset.max, 10) || 100;
+    function picked() {
+      return Array.prototype.slice.call(
+        document.querySelectorAll('input[type=checkbox][form="diff-form"]:checked'));
+    }
+    function update() {
+      var n = picked().length;
+      button.disabled = n === 0 || n > max;
+      button.textContent = n ? "Add " + n + " to suite…" : "Add to suite…";
+      hint.textContent = n > max ? "At most " + max + " runs at once (" + n + " ticked)." :
+        n ? "Their questions become cases, their answers the expected ones." :
+        "Tick runs to make cases of a suite from them.";
+    }
+    document.addEventListener("change", function (e) {
+      if (e.target.matches && e.target.matches('input[form="diff-form"]')) update();
+    });
+    document.body.addEventListener("htmx:afterSettle", update);
+    form.addEventListener("submit", function (e) {
+      var runs = picked();
+      e.preventDefault();
+      if (!runs.length || runs.length > max) return;
+      var query = runs.map(function (r) { return "run=" + encodeURIComponent(r.value); });
+      window.location.href = form.action + "?" + query.join("&");
+    });
+    update();
+  }
+
   // ------------------------------------------------------------------ one run: replay
   // The page-wide listeners (keys, [data-go] links, htmx settles) are added once and act on
   // the trace shown now: live.js replaces the trace when a live run ends, and then this
@@ -249,5 +284,5 @@
     if (current !== null) go(current);
   }
 
-  ready(function () { initDiffPick(); initRefresh(); initTrace(); });
+  ready(function () { initDiffPick(); initRefresh(); initSuitePick(); initTrace(); });
 })();

@@ -164,6 +164,33 @@ def test_every_page_as_a_newcomer_meets_it(tour, browser_page, live_url):
     tour.shoot("experiment")
     tour.shoot("suite", f"/evals/suites/{Suite.objects.get().pk}/")
 
+    # Cases from runs: one run added to the suite from its page, two from the runs list; an LLM
+    # step saved as a playground case.
+    suite = Suite.objects.get()
+    page.goto(f"{live_url}/runs/{live_pk}/")
+    page.get_by_text("Add to suite…").click()
+    page.locator("#add-to-suite select[name=suite]").select_option(label="Arithmetic")
+    page.locator("#add-to-suite").get_by_label("Tags").fill("math, from-chat")
+    page.locator("#add-to-suite").scroll_into_view_if_needed()
+    tour.shoot("add-to-suite")
+    page.locator("#add-to-suite").get_by_role("button", name="Add to suite").click()
+    expect(page.locator("#cases-from-run")).to_contain_text("Arithmetic #3")
+    page.goto(f"{live_url}/runs/")
+    for pk in (replay_pk, fork_pk):
+        page.get_by_label(f"Select run {pk}", exact=True).check()
+    page.locator("#suite-button").click()
+    page.wait_for_url(re.compile(r"/evals/cases/from-runs/"))
+    tour.shoot("add-runs-to-suite")
+    page.get_by_role("button", name="Add 2 cases").click()
+    page.wait_for_url(re.compile(rf"/evals/suites/{suite.pk}/$"))
+    tour.shoot("suite-with-cases-from-runs")
+    page.goto(f"{live_url}/runs/{live_pk}/steps/1/playground/?save=1#save-case")
+    tour.shoot("playground-save")
+    page.locator("#save-case").get_by_role("button", name="Save as a playground case").click()
+    page.wait_for_url(re.compile(r"/evals/playground-cases/\d+/$"))
+    tour.shoot("playground-case")
+    tour.shoot("playground-cases", "/evals/playground-cases/")
+
     tour.shoot("dashboard", "/dashboard/")
 
     # Access tokens: one made through the form, shown once.

@@ -29,7 +29,7 @@ from agentlab.asgi import application
 from agentlab.chat.models import ChatTurn, Conversation
 from agentlab.compare.models import Comparison, ComparisonEntry
 from agentlab.evals import runner
-from agentlab.evals.models import Case, Suite
+from agentlab.evals.models import Case, PlaygroundCase, Suite
 from agentlab.feedback.models import Feedback
 from agentlab.routing import websocket_urlpatterns
 from agentlab.runs import engine as run_engine
@@ -117,8 +117,19 @@ MATRIX: dict[str, Row] = {
     # dashboard and evaluation
     "dashboard:index": Row("/dashboard/", other="ok"),  # figures only, of the visitor's runs
     "evals:index": lists("/evals/"),
-    # suites are shared configuration (like agents): every logged-in user may read their cases
+    # a shared suite (no owner) is configuration (like agents): every logged-in user may read
+    # its cases; one made from runs is its owner's (tests/security/test_cases_from_runs.py)
     "evals:suite": Row("/evals/suites/{suite}/", other="ok"),
+    # cases from runs: only runs the visitor may see, into a suite they may edit (a new one)
+    "evals:add_runs": Row("/evals/cases/from-runs/", "post", {
+        "run": "{run}", "suite": "new", "new_suite": "From runs", "expected-{run}": "42"}),
+    "evals:playground_case_save": Row("/evals/playground-cases/from/{run}/1/", "post", {
+        "messages": '[{{"role": "user", "content": "hi"}}]', "params": "{{}}", "case_name": "x"}),
+    # playground cases are their owner's alone (alice's is named SECRET)
+    "evals:playground_cases": lists("/evals/playground-cases/", staff="hidden"),
+    "evals:playground_case": Row("/evals/playground-cases/{pcase}/", **PERSONAL),
+    "evals:playground_case_delete": Row("/evals/playground-cases/{pcase}/delete/", "post",
+                                        **PERSONAL),
     "evals:experiment": Row("/evals/experiments/{experiment}/"),
     "evals:live": Row("/evals/experiments/{experiment}/live/"),
     "evals:cancel": Row("/evals/experiments/{experiment}/cancel/", "post"),
@@ -235,9 +246,12 @@ def world(django_user_model, monkeypatch) -> dict[str, Any]:
     token, _secret = create_token(alice, SECRET, "ingest")
     feedback = Feedback.objects.create(run=run, seq=1, name="note", note=SECRET, author=alice,
                                        author_name="alice")
+    pcase = PlaygroundCase.objects.create(user=alice, name=SECRET, source_run=run, source_seq=1,
+                                          messages=[{"role": "user", "content": SECRET}])
     ids = {"token": token.pk, "feedback": feedback.pk, "run": run.pk, "second": second.pk,
            "comparison": comparison.pk, "experiment": experiment.pk, "earlier": earlier.pk,
-           "suite": suite.pk, "conversation": conversation.pk, "agent": agents[0].pk}
+           "suite": suite.pk, "conversation": conversation.pk, "agent": agents[0].pk,
+           "pcase": pcase.pk}
     return {"users": users, "ids": ids, "launched": launched}
 
 
@@ -281,7 +295,7 @@ def test_who_gets_what(name, world):
         client = Client()
         if role != "anonymous":
             client.force_login(world["users"][role])
-        data = {k: fill(v, ids) for k, v in (row.data or {}).items()}
+        data = {fill(k, ids): fill(v, ids) for k, v in (row.data or {}).items()}
         response = getattr(client, row.method)(fill(row.path, ids), data)
         got[role] = outcome(response, a_list=row.other == "hidden")
     assert got == row.expected(), name

@@ -136,8 +136,12 @@ def _actions(step: StepView, run: Any, pk: Any) -> str:
         links.append(f'<a href="{_url("run_fork", pk, step.seq)}" title="A new run: steps '
                      f'1–{_e(step.seq)} from the record, live after">Fork from here</a>')
     if step.kind == "llm":
-        links.append(f'<a href="{_url("step_playground", pk, step.seq)}" title="Edit this call '
+        playground = _url("step_playground", pk, step.seq)
+        links.append(f'<a href="{playground}" title="Edit this call '
                      'and run it again against any model profile">Playground</a>')
+        links.append(f'<a href="{playground}?save=1#save-case" title="Save this request and '
+                     'its reply, to send it again later from Playground cases">'
+                     'Add to playground cases</a>')
     inner = "".join(f"\n      {link}" for link in links)
     return f'    <span class="step-actions">{inner}\n    </span>\n'
 

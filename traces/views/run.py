@@ -64,6 +64,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
                       .order_by("pk")[:20]),
         # A received run (the OTLP receiver) is live but nothing here executes it: no controls.
         "received": _received(run),
+        **cases_context(request.user, run.pk),
     }
     return render(request, "traces/run_detail.html", context)
 
@@ -74,6 +75,8 @@ def _received(run: Run) -> dict[str, Any] | None:
     source = (run.agent_snapshot or {}).get("imported_from") or {}
     return {"service": str(source.get("service") or ""),
             "quiet_s": settings.AGENTLAB_RECEIVER_QUIET_S}
+
+
 def run_feedback(request: HttpRequest, run: Run) -> str:
     """Feedback on the run as a whole, and the way to give it (hook `run_feedback`)."""
     answer = hook("run_feedback")
@@ -88,6 +91,14 @@ def with_feedback(request: HttpRequest, run: Run, views: list[StepView]) -> None
     found = answer(request, run, [v.seq for v in views])
     for view in views:
         view.feedback = found.get(view.seq)
+
+
+def cases_context(user: Any, run_id: int | None) -> dict[str, Any]:
+    """Evaluation cases made from the run and the "Add to suite" form's choices, where the
+    evaluation app answers (the `run_cases` and `case_form` hooks)."""
+    made, form = hook("run_cases"), hook("case_form")
+    return {"run_cases": made(user, run_id) if made and run_id else [],
+            "case_form": form(user) if form else None}
 
 
 GUARDRAIL_LINKS = 50  # the run's header links to at most this many guardrail decisions

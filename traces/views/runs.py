@@ -20,6 +20,7 @@ from traces.models import Run
 from traces.otel.decode import OTLPError
 from traces.otel.importer import import_file
 from traces.views import filters
+from traces.views.run import cases_context
 
 log = logging.getLogger(__name__)
 PAGE_SIZE = 50
@@ -41,6 +42,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
     context = {"page": page, "form": form, "sort": form.sort_key(), "ignored": form.ignored(),
                "columns": _columns(form.sort_key()), "refresh_s": _refresh_s(page)}
+    if not (request.htmx and request.htmx.target == "run-table"):
+        context["case_form"] = cases_context(request.user, None)["case_form"]
     # The filter form, the sort links and the pager swap only the table (htmx).
     if request.htmx and request.htmx.target == "run-table":
         return render(request, "traces/run_list.html#table", context)
