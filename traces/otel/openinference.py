@@ -55,6 +55,7 @@ def reply(a: dict[str, Any]) -> dict[str, Any] | None:
 
 def message(flat: dict[str, Any]) -> dict[str, Any]:
     role = flat.get("message.role", "")
+    role = role if isinstance(role, str) else str(role)  # a hostile span may send any value
     m: dict[str, Any] = {"role": _ROLES.get(role, role),
                          "content": flat.get("message.content")}
     if m["content"] is None:  # multi-part content: message.contents.N.message_content.text
