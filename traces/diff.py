@@ -14,10 +14,15 @@ it, so the first divergence lands on the step that really changed; a changed row
 fields as recorded. A step whose end (text, output, status) differs only because a step inside
 it differs later is not the first divergence: what is inside it happened first.
 
-Keys are aligned with difflib.SequenceMatcher; replaced blocks are paired positionally as
-"changed" where the kinds match, else "deleted" + "inserted". Equal keys whose text, input or
-output differ are "changed" too. Word diffs are computed for changed rows only, and only for
-the first `shown` rows (the page's).
+Each step's key is computed once (memoised: names and arguments repeat, within a run and
+across the two) and numbered, so alignment compares small integers. The common ends are cut
+off, then keys found once on each side anchor the rest (patience diff), and only the stretches
+between anchors go to difflib.SequenceMatcher (whole when small, window by window when huge):
+no quadratic work on long runs. Replaced blocks are paired positionally as "changed" where the
+kinds match, else "deleted" + "inserted". Equal keys whose text, input or output differ are
+"changed" too; two steps whose fields are equal as recorded are "equal" at once, without
+normalising anything. Word diffs are computed for changed rows only, and only for the first
+`shown` rows (or later, for the rows a page shows: `word_diffs`).
 
 SequenceMatcher's cost grows with the product of how often each token repeats on both sides
 (`_pairs`), so that figure is counted (in linear time) before any matching: a field over
@@ -33,8 +38,9 @@ import bisect
 import difflib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 from traces.schema import Step, normalise_args
@@ -66,14 +72,16 @@ SHOW_CHARS = 100_000  # of a field too long to diff, each side shows this much
 MAX_DIFF_CHARS = 500_000  # a field longer than this is not even split into lines
 WINDOW = 500
 _WORDS = re.compile(r"\s+|\w+|[^\w\s]+")
+NO_FIELDS: Mapping[str, list[Chunk]] = MappingProxyType({})
 
 
-@dataclass
+@dataclass(slots=True)
 class DiffRow:
     op: DiffOp
     left: Step | None
     right: Step | None
-    fields: dict[str, list[Chunk]] = field(default_factory=dict)  # only fields that differ
+    # only fields that differ; equal rows share one empty, read-only mapping (no allocation)
+    fields: Mapping[str, list[Chunk]] = NO_FIELDS
 
 
 @dataclass
@@ -101,6 +109,44 @@ def align_key(step: Step) -> tuple[str, str, str, str]:
     return (step.kind, step.role, stable_text(step.name), "")
 
 
+class KeyNumbers:
+    """Steps' `align_key`s as small integers, equal for equal keys. Names and arguments repeat
+    (a run calls a few tools, and the two runs mostly the same way), so their normalised forms
+    are memoised by their recorded form: most steps cost a dict look-up or two."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[tuple[str, str, str, str], int] = {}
+        self.plain: dict[tuple[str, str, str], int] = {}  # (kind, role, name) → number
+        self.names: dict[str, str] = {}  # recorded → stable_text
+        self.args: dict[str, str] = {}  # repr(input) → normalised (JSON values: repr is exact)
+
+    def of(self, steps: Sequence[Step]) -> list[int]:
+        out: list[int] = []
+        append, plain, numbers, names, args = (out.append, self.plain, self.numbers,
+                                               self.names, self.args)
+        for step in steps:
+            kind = step.kind
+            if kind == "tool" or kind == "approval":
+                name = names.get(step.name)
+                if name is None:
+                    name = names[step.name] = stable_text(step.name)
+                recorded = repr(step.input)
+                normal = args.get(recorded)
+                if normal is None:
+                    normal = args[recorded] = normalise_args(stable(step.input))
+                key = (kind, step.role, name, normal)
+                number = numbers.get(key)
+                if number is None:
+                    number = numbers[key] = len(numbers)
+            else:
+                short = (kind, step.role, "" if kind == "llm" else step.name)
+                number = plain.get(short)
+                if number is None:
+                    number = plain[short] = numbers.setdefault(align_key(step), len(numbers))
+            append(number)
+        return out
+
+
 class Budget:
     """What word diffs may still spend (pairs of equal tokens, see `diff_text`)."""
 
@@ -123,17 +169,22 @@ def diff_steps(a: Sequence[Step], b: Sequence[Step], *, totals_a: Mapping[str, A
     Only the first `shown` rows (None: all) get word diffs; a later changed row names its
     differing fields with no chunks. `budget` bounds what the word diffs spend together.
     """
-    keys_a, keys_b = [align_key(s) for s in a], [align_key(s) for s in b]
+    keys = KeyNumbers()
+    keys_a, keys_b = keys.of(a), keys.of(b)
     rows: list[DiffRow] = []
     budget = budget or Budget()
 
     def pair(left: Step, right: Step) -> DiffRow:
+        if _same_as_recorded(left, right):
+            return DiffRow("equal", left, right)
         return _pair(left, right, budget if shown is None or len(rows) < shown else None)
 
     for tag, i1, i2, j1, j2 in align(keys_a, keys_b):
         if tag == "equal":
-            for i, j in zip(range(i1, i2), range(j1, j2), strict=True):
-                rows.append(pair(a[i], b[j]))
+            for left, right in zip(a[i1:i2], b[j1:j2], strict=True):
+                rows.append(DiffRow("equal", left, right) if _same_as_recorded(left, right)
+                            else _pair(left, right, budget if shown is None or len(rows) < shown
+                                       else None))
             continue
         paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
         for k in range(paired):
@@ -148,6 +199,16 @@ def diff_steps(a: Sequence[Step], b: Sequence[Step], *, totals_a: Mapping[str, A
     return StepDiff(rows=rows, first_divergence=first, summary=_summary(a, b, totals_a, totals_b))
 
 
+def word_diffs(rows: Iterable[DiffRow], budget: Budget | None = None) -> None:
+    """Fill in the word diffs of changed rows that have none yet (the rows a page shows, of
+    a diff made with `shown=0`), all from one `budget`."""
+    budget = budget or Budget()
+    for row in rows:
+        if (row.op == "changed" and row.left is not None and row.right is not None
+                and row.fields and not any(row.fields.values())):
+            row.fields = _pair(row.left, row.right, budget).fields
+
+
 END_FIELDS = {"text", "output"}  # what a step with steps inside it has once they ran
 
 
@@ -156,7 +217,7 @@ def first_divergence(rows: Sequence[DiffRow], a: Sequence[Step] = (),
     """The index of the first row that is not "equal", passing over an enclosing step whose
     end alone differs when a step inside it (by the parents in `a` and `b`) differs too:
     that one came first."""
-    parents = ({s.seq: s.parent for s in a}, {s.seq: s.parent for s in b})
+    parents: tuple[dict[int, int | None], dict[int, int | None]] | None = None
     changed = [i for i, row in enumerate(rows) if row.op != "equal"]
     for n, i in enumerate(changed):
         row = rows[i]
@@ -165,6 +226,8 @@ def first_divergence(rows: Sequence[DiffRow], a: Sequence[Step] = (),
                      and _names(row.left) == _names(row.right))
         if not ends_only:
             return i
+        if parents is None:  # built only now: most first divergences are not ends alone
+            parents = ({s.seq: s.parent for s in a}, {s.seq: s.parent for s in b})
         if not any(_inside(rows[j], row, parents) for j in changed[n + 1:]):
             return i
     return None
@@ -297,7 +360,14 @@ def _pair(left: Step, right: Step, budget: Budget | None) -> DiffRow:
             fields[name] = ([] if budget is None
                             else diff_text(render_value(old), render_value(new), budget))
     changed = bool(fields) or left.status != right.status or _names(left) != _names(right)
-    return DiffRow("changed" if changed else "equal", left, right, fields)
+    return DiffRow("changed" if changed else "equal", left, right, fields or NO_FIELDS)
+
+
+def _same_as_recorded(left: Step, right: Step) -> bool:
+    """Equal as recorded, so equal however normalised (the usual case: most of two runs)."""
+    return (left.kind == right.kind and left.status == right.status and left.role == right.role
+            and left.name == right.name and left.text == right.text
+            and left.input == right.input and left.output == right.output)
 
 
 def _names(step: Step) -> tuple[str, str]:
@@ -431,18 +501,28 @@ def _merge(chunks: list[Chunk]) -> list[Chunk]:
 
 
 def totals_of(steps: Sequence[Step]) -> dict[str, Any]:
-    """The summary figures counted from the steps themselves."""
-    llm = sum(1 for s in steps if s.kind == "llm")
-    tools = sum(1 for s in steps if s.kind == "tool")
-    wall = None
-    if steps:
-        start = min(s.started_at for s in steps) * 1000
-        wall = max(s.started_at * 1000 + (s.duration_ms or 0) for s in steps) - start
-    final = next((s for s in reversed(steps) if s.kind == "final"), None)
+    """The summary figures counted from the steps themselves (one pass)."""
+    llm = tools = tokens = 0
+    cost = 0.0
+    start = end = None
+    final: Step | None = None
+    for s in steps:
+        kind = s.kind
+        if kind == "llm":
+            llm += 1
+        elif kind == "tool":
+            tools += 1
+        elif kind == "final":
+            final = s
+        tokens += s.tokens_in + s.tokens_out
+        cost += s.cost_usd
+        began = s.started_at * 1000
+        ended = began + (s.duration_ms or 0)
+        start = began if start is None or began < start else start
+        end = ended if end is None or ended > end else end
     return {
-        "steps": len(steps), "llm_calls": llm, "tool_calls": tools,
-        "tokens": sum(s.tokens_in + s.tokens_out for s in steps),
-        "cost_usd": sum(s.cost_usd for s in steps), "wall_ms": wall,
+        "steps": len(steps), "llm_calls": llm, "tool_calls": tools, "tokens": tokens,
+        "cost_usd": cost, "wall_ms": None if start is None else end - start,  # type: ignore[operator]
         "final_answer": final.text if final else "",
     }
 

@@ -129,7 +129,7 @@ class TestDiffBombs:
         assert response.content.decode().count('<tr class="op-changed') == 12
 
     def test_only_the_rows_shown_get_word_diffs(self, client, user, monkeypatch):
-        monkeypatch.setattr(diff_view, "MAX_ROWS", 20)
+        monkeypatch.setattr(diff_view, "PAGE_ROWS", 20)
         calls = []
         real = diff_module.diff_text
         monkeypatch.setattr(diff_module, "diff_text", lambda *a, **k: calls.append(1) or real(

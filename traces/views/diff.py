@@ -1,15 +1,18 @@
-"""Two runs side by side: aligned rows, word diffs, the first divergence, a summary of deltas."""
+"""Two runs side by side: aligned rows, word diffs, the first divergence, a summary of deltas.
+
+A page shows one page of rows (traces.diff_pages) from the first divergence or `?at=`; more
+rows, and the inside of folds, come by htmx from the same URL with `part=rows`."""
 
 from __future__ import annotations
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 
-from traces.diff import diff_steps, totals_from_run
+from traces.diff import diff_steps, totals_from_run, word_diffs
+from traces.diff_pages import PAGE_ROWS, Subtrees, page, start_of
 from traces.views.run import visible_run
 
-MAX_ROWS = 3000  # beyond this many rows the page shows the first ones and says so
-FOLD_EQUAL = 6  # runs of more equal rows than this are folded to their two ends
 
 
 def _pair(request: HttpRequest) -> tuple[int, int]:
@@ -23,14 +26,36 @@ def _pair(request: HttpRequest) -> tuple[int, int]:
         raise Http404("pick two runs to compare") from None
 
 
+def _int(request: HttpRequest, name: str) -> int | None:
+    try:
+        return max(0, int(request.GET[name]))
+    except (KeyError, ValueError):
+        return None
+
+
 def run_diff(request: HttpRequest) -> HttpResponse:
+    """The page of two runs' diff from `?at=` (a row; by default just above the first
+    divergence). `?part=rows` answers only the rows from `at` (htmx: "more", or a fold being
+    opened up to `stop`, `flat`)."""
     pk_a, pk_b = _pair(request)
     run_a, run_b = visible_run(request, pk_a), visible_run(request, pk_b)
     steps_a = [s.to_record() for s in run_a.steps.all()]
     steps_b = [s.to_record() for s in run_b.steps.all()]
     result = diff_steps(steps_a, steps_b, totals_a=totals_from_run(run_a),
-                        totals_b=totals_from_run(run_b), shown=MAX_ROWS)
-    rows = [{"index": i, "row": row} for i, row in enumerate(result.rows[:MAX_ROWS])]
+                        totals_b=totals_from_run(run_b), shown=0)
+    at = _int(request, "at")
+    at = start_of(result.first_divergence) if at is None else at
+    part = request.GET.get("part") == "rows"
+    shown = page(result.rows, Subtrees(result.rows), at, stop=_int(request, "stop"),
+                 flat=part and request.GET.get("flat") == "1", size=PAGE_ROWS)
+    word_diffs(item.row for item in shown.items if item.kind == "row" and item.row)
+    base = f"{reverse('run_diff')}?a={pk_a}&b={pk_b}"
+    stop = _int(request, "stop")
+    more = f"{base}&part=rows" + (f"&stop={stop}&flat=1" if part and stop is not None else "")
+    context = {"a": run_a, "b": run_b, "page": shown, "first": result.first_divergence,
+               "base": base, "more": more, "earlier": max(0, shown.at - PAGE_ROWS)}
+    if part:
+        return render(request, "traces/diff.html#diffrows", context)
     summary = result.summary
     figures = [
         {"label": label, "a": summary.totals_a.get(key), "b": summary.totals_b.get(key),
@@ -42,28 +67,6 @@ def run_diff(request: HttpRequest) -> HttpResponse:
     counts = {op: sum(1 for r in result.rows if r.op == op)
               for op in ("equal", "changed", "inserted", "deleted")}
     return render(request, "traces/diff.html", {
-        "a": run_a, "b": run_b, "rows": _fold(rows), "summary": summary, "figures": figures,
-        "first": result.first_divergence, "counts": counts,
-        "cut": len(result.rows) - MAX_ROWS if len(result.rows) > MAX_ROWS else 0,
+        **context, "summary": summary, "figures": figures, "counts": counts,
+        "total": len(result.rows),
     })
-
-
-def _fold(rows: list[dict]) -> list[dict]:
-    """Mark the middle of long equal stretches as folded (the template hides them in one
-    <details>), so what differs is what the eye finds."""
-    out: list[dict] = []
-    i = 0
-    while i < len(rows):
-        j = i
-        while j < len(rows) and rows[j]["row"].op == "equal":
-            j += 1
-        if j - i > FOLD_EQUAL:
-            out += rows[i:i + 2]
-            out.append({"folded": rows[i + 2:j - 2]})
-            out += rows[j - 2:j]
-        else:
-            out += rows[i:j]
-        if j < len(rows):
-            out.append(rows[j])
-        i = j + 1
-    return out
