@@ -38,8 +38,10 @@ import bisect
 import difflib
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -117,34 +119,40 @@ class KeyNumbers:
     def __init__(self) -> None:
         self.numbers: dict[tuple[str, str, str, str], int] = {}
         self.plain: dict[tuple[str, str, str], int] = {}  # (kind, role, name) → number
+        self.calls: dict[tuple[str, str, str, str], int] = {}  # … and repr(input) of calls
         self.names: dict[str, str] = {}  # recorded → stable_text
         self.args: dict[str, str] = {}  # repr(input) → normalised (JSON values: repr is exact)
 
     def of(self, steps: Sequence[Step]) -> list[int]:
         out: list[int] = []
-        append, plain, numbers, names, args = (out.append, self.plain, self.numbers,
-                                               self.names, self.args)
+        append, plain, calls = out.append, self.plain, self.calls
         for step in steps:
             kind = step.kind
             if kind == "tool" or kind == "approval":
-                name = names.get(step.name)
-                if name is None:
-                    name = names[step.name] = stable_text(step.name)
-                recorded = repr(step.input)
-                normal = args.get(recorded)
-                if normal is None:
-                    normal = args[recorded] = normalise_args(stable(step.input))
-                key = (kind, step.role, name, normal)
-                number = numbers.get(key)
+                recorded = (kind, step.role, step.name, repr(step.input))
+                number = calls.get(recorded)
                 if number is None:
-                    number = numbers[key] = len(numbers)
+                    number = calls[recorded] = self._call(step, recorded[3])
             else:
                 short = (kind, step.role, "" if kind == "llm" else step.name)
                 number = plain.get(short)
                 if number is None:
-                    number = plain[short] = numbers.setdefault(align_key(step), len(numbers))
+                    number = plain[short] = self._plain(step)
             append(number)
         return out
+
+    def _plain(self, step: Step) -> int:
+        return self.numbers.setdefault(align_key(step), len(self.numbers))
+
+    def _call(self, step: Step, recorded: str) -> int:
+        name = self.names.get(step.name)
+        if name is None:
+            name = self.names[step.name] = stable_text(step.name)
+        normal = self.args.get(recorded)
+        if normal is None:
+            normal = self.args[recorded] = normalise_args(stable(step.input))
+        key = (step.kind, step.role, name, normal)
+        return self.numbers.setdefault(key, len(self.numbers))
 
 
 class Budget:
@@ -501,28 +509,18 @@ def _merge(chunks: list[Chunk]) -> list[Chunk]:
 
 
 def totals_of(steps: Sequence[Step]) -> dict[str, Any]:
-    """The summary figures counted from the steps themselves (one pass)."""
-    llm = tools = tokens = 0
-    cost = 0.0
-    start = end = None
-    final: Step | None = None
-    for s in steps:
-        kind = s.kind
-        if kind == "llm":
-            llm += 1
-        elif kind == "tool":
-            tools += 1
-        elif kind == "final":
-            final = s
-        tokens += s.tokens_in + s.tokens_out
-        cost += s.cost_usd
-        began = s.started_at * 1000
-        ended = began + (s.duration_ms or 0)
-        start = began if start is None or began < start else start
-        end = ended if end is None or ended > end else end
+    """The summary figures counted from the steps themselves (C-level passes: runs are long)."""
+    kinds = Counter(map(attrgetter("kind"), steps))
+    wall = None
+    if steps:
+        start = min(map(attrgetter("started_at"), steps)) * 1000
+        wall = max(s.started_at * 1000 + (s.duration_ms or 0) for s in steps) - start
+    final = next((s for s in reversed(steps) if s.kind == "final"), None)
     return {
-        "steps": len(steps), "llm_calls": llm, "tool_calls": tools, "tokens": tokens,
-        "cost_usd": cost, "wall_ms": None if start is None else end - start,  # type: ignore[operator]
+        "steps": len(steps), "llm_calls": kinds["llm"], "tool_calls": kinds["tool"],
+        "tokens": sum(map(attrgetter("tokens_in"), steps))
+        + sum(map(attrgetter("tokens_out"), steps)),
+        "cost_usd": sum(map(attrgetter("cost_usd"), steps)), "wall_ms": wall,
         "final_answer": final.text if final else "",
     }
 

@@ -12,9 +12,9 @@ rows, with the equal subtrees inside still folded.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Literal
 
 from traces.diff import DiffRow
@@ -55,25 +55,35 @@ class Page:
 
 class Subtrees:
     """Which rows head a subtree, where it ends, and what changed inside: linear in the rows
-    (one pass with a stack of open subtrees, prefix sums of each op)."""
+    (one pass with a stack of open subtrees; the rows that differ, by op, for counting)."""
 
     def __init__(self, rows: Sequence[DiffRow]) -> None:
         self.ends: dict[int, int] = {}
-        stack: list[int] = []
+        stack: list[tuple[int, int | None, int | None]] = []  # (row, left seq, right seq)
         for i, row in enumerate(rows):
-            while stack and not _is_parent(rows[stack[-1]], row):
-                self._close(stack.pop(), i)
-            stack.append(i)
-        while stack:
-            self._close(stack.pop(), len(rows))
-        self.sums = {op: [0, *accumulate(1 if r.op == op else 0 for r in rows)] for op in OPS}
-
-    def _close(self, head: int, end: int) -> None:
-        if end > head + 1:
-            self.ends[head] = end
+            left, right = row.left, row.right
+            up_left = left.parent if left is not None else None
+            up_right = right.parent if right is not None else None
+            while stack:
+                head, seq_left, seq_right = stack[-1]
+                if ((up_left is not None and up_left == seq_left)
+                        or (up_right is not None and up_right == seq_right)):
+                    break
+                stack.pop()
+                if i > head + 1:
+                    self.ends[head] = i
+            stack.append((i, left.seq if left is not None else None,
+                          right.seq if right is not None else None))
+        for head, _, _ in stack:
+            if len(rows) > head + 1:
+                self.ends[head] = len(rows)
+        self.differ: dict[str, list[int]] = {op: [] for op in OPS}
+        for i, row in enumerate(rows):
+            if row.op != "equal":
+                self.differ[row.op].append(i)
 
     def counts(self, lo: int, hi: int) -> dict[str, int]:
-        return {op: self.sums[op][hi] - self.sums[op][lo] for op in OPS}
+        return {op: bisect_left(at, hi) - bisect_left(at, lo) for op, at in self.differ.items()}
 
     def all_equal(self, head: int) -> bool:
         end = self.ends[head]
@@ -81,13 +91,6 @@ class Subtrees:
 
     def summary(self, head: int) -> str:
         return summary_line(self.ends[head] - head - 1, self.counts(head + 1, self.ends[head]))
-
-
-def _is_parent(outer: DiffRow, row: DiffRow) -> bool:
-    """Is `outer` the row of `row`'s parent step, on a side both have?"""
-    return any(step is not None and around is not None and step.parent is not None
-               and step.parent == around.seq
-               for step, around in ((row.left, outer.left), (row.right, outer.right)))
 
 
 def summary_line(inside: int, counts: dict[str, int]) -> str:

@@ -14,7 +14,6 @@ from traces.diff_pages import PAGE_ROWS, Subtrees, page, start_of
 from traces.views.run import visible_run
 
 
-
 def _pair(request: HttpRequest) -> tuple[int, int]:
     a, b = request.GET.get("a"), request.GET.get("b")
     if not (a and b):  # the runs list's checkboxes send ?run=A&run=B
