@@ -40,3 +40,12 @@ def test_synthetic_runs_have_the_realistic_mix_and_a_perturbed_copy_diverges():
     diff = diff_steps(steps, perturbed(steps))
     assert diff.first_divergence is not None
     assert {"changed", "inserted", "deleted"} <= {r.op for r in diff.rows}
+
+
+def test_only_diff_prints_the_diff_beside_the_figure_before_and_the_goal(capsys):
+    call_command("bench_traces", "--only", "diff", "--diff-sizes", "1000")
+    out = capsys.readouterr().out
+    assert "generating" not in out  # no run page, no runs list
+    assert re.search(r"^\s+1,000\s+17 ms\s+\d+ ms\s+\d+ ms\s*$", out, re.M), out
+    assert "diff 100,000 vs 100,000 < 1 s (before: 2,296 ms): not measured" in out
+    assert Run.objects.count() == 0

@@ -243,3 +243,15 @@ def test_feedback_pages(tour, browser_page, staff):
     tour.shoot("feedback-keys-admin", "/admin/feedback/feedbackkey/")
     assert tour.problems == [], "\n".join(tour.problems)
     assert page.js_errors == []
+
+
+def test_long_diff_page(tour, browser_page, staff):
+    """The diff of two 6,000-step runs: opened on the first divergence, equal plans folded."""
+    from tests.factories import make_run
+    from tests.long_runs import planned
+
+    a = make_run(staff, planned(600, 9), agent_name="Planner")
+    b = make_run(staff, planned(600, 9, changed=frozenset({400, 590})), agent_name="Planner")
+    tour.shoot("long-diff", f"/runs/diff/?a={a.pk}&b={b.pk}")
+    assert tour.problems == [], "\n".join(tour.problems)
+    assert browser_page.js_errors == []
