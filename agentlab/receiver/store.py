@@ -35,6 +35,7 @@ from traces.otel.steps import step_from_span
 from traces.owners import RECEIVED
 from traces.schema import Step as StepRecord
 
+MAX_REASONS = 20  # things one reply's message says (a bad batch must not make a huge reply)
 IN_CHUNK = 500  # span ids per IN (…) query, well under SQLite's bound-variable limit
 WAITING = ("A span whose children arrived first: OTLP sends a span when it ends, so this "
            "step fills in when it does.")
@@ -51,7 +52,11 @@ class Receipt:
 
     def refuse(self, count: int, reason: str) -> None:
         self.rejected += count
-        if reason not in self.reasons:
+        self.warn(reason)
+
+    def warn(self, reason: str) -> None:
+        """Say something in the reply's message (at most MAX_REASONS things)."""
+        if reason not in self.reasons and len(self.reasons) < MAX_REASONS:
             self.reasons.append(reason)
 
 
@@ -59,10 +64,31 @@ def receive(user: Any, project: str, groups: dict[str, list[Span]]) -> Receipt:
     """Store each trace's spans and show them as steps (see the module's docstring)."""
     receipt = Receipt()
     arrived = time.time()
-    for trace_id, spans in groups.items():
+    most = settings.AGENTLAB_RECEIVER_MAX_TRACES_PER_REQUEST
+    for n, (trace_id, spans) in enumerate(groups.items()):
+        if n >= most:
+            receipt.refuse(len(spans), f"a request may hold the spans of {most:,} traces "
+                                       "(AGENTLAB_RECEIVER_MAX_TRACES_PER_REQUEST)")
+            continue
+        for span in spans:
+            _cut_long_values(span, receipt)
         with transaction.atomic():
             _receive_trace(user, project, trace_id.lower(), spans, receipt, arrived)
     return receipt
+
+
+def _cut_long_values(span: Span, receipt: Receipt) -> None:
+    """Text attributes past AGENTLAB_RECEIVER_MAX_VALUE_CHARS are kept cut there, the span
+    saying which (meta `otel.cut`), and the exporter told in the reply's message."""
+    most = settings.AGENTLAB_RECEIVER_MAX_VALUE_CHARS
+    cut = [key for key, value in span.attributes.items()
+           if isinstance(value, str) and len(value) > most]
+    for key in cut:
+        span.attributes[key] = span.attributes[key][:most]
+    if cut:
+        span.attributes["otel.cut"] = ", ".join(cut)
+        receipt.warn(f"span {span.span_id}: {', '.join(cut)} cut at {most:,} characters "
+                     "(AGENTLAB_RECEIVER_MAX_VALUE_CHARS)")
 
 
 def _receive_trace(user: Any, project: str, trace_id: str, spans: list[Span],
@@ -73,10 +99,12 @@ def _receive_trace(user: Any, project: str, trace_id: str, spans: list[Span],
     receipt.runs.append(trace.run_id)
     rows = _rows(trace, {s.span_id for s in spans} | {s.parent_id for s in spans if s.parent_id})
     fresh: list[Span] = []
+    seen: set[str] = set()
     for span in spans:
         row = rows.get(span.span_id)
-        if row is not None and row.data is not None or span.span_id in {s.span_id for s in fresh}:
+        if row is not None and row.data is not None or span.span_id in seen:
             continue  # an exporter's retry, or twice in one request: nothing arrives twice
+        seen.add(span.span_id)
         fresh.append(span)
     most = settings.AGENTLAB_RECEIVER_MAX_SPANS_PER_RUN
     room = most - trace.spans
