@@ -4,10 +4,12 @@ what the OpenTelemetry SDK's exporter sends, read as the runs an agent made."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -15,9 +17,10 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from agentlab.bench.ingest import phoenix_python
+from agentlab.bench.ingest import PHOENIX_VERSION, phoenix_python, send_all
 from agentlab.bench.otlp_payload import (
     agent_trace,
     agent_traces,
@@ -41,7 +44,8 @@ def test_a_tiny_bench_prints_each_figure_beside_its_goal(tmp_path, capsys):
     figures_file = tmp_path / "ingest.json"
     call_command("bench_ingest", *TINY, "--skip-phoenix", "--json", str(figures_file))
     out = capsys.readouterr().out
-    assert re.search(r"^figure\s+goal\s+Agent Lab\s+Phoenix 20\.26\.1$", out, re.M), out
+    anchor = re.escape(f"Phoenix {PHOENIX_VERSION}")
+    assert re.search(rf"^figure\s+goal\s+Agent Lab\s+{anchor}$", out, re.M), out
     one = _row(out, "spans/s until queryable: 1 trace × 50 spans")
     assert one[1] == "≥ 5,000" and re.fullmatch(r"[\d,]+ \([\d.]+ s\)", one[2]), one
     assert one[3] == "skipped"
@@ -57,7 +61,7 @@ def test_a_tiny_bench_prints_each_figure_beside_its_goal(tmp_path, capsys):
     lab = json.loads(figures_file.read_text())["agentlab"]
     for key, spans in (("one", 50), ("many", 50)):
         assert lab[key]["spans"] == spans and lab[key]["seconds"] is not None
-        assert lab[key]["sent"]["dropped"] == 0
+        assert lab[key]["sent"]["dropped"] == lab[key]["sent"]["rejected"] == 0
     # Every span the browser watched for came to it: by its step's frame, or with the run's
     # end (the request holding the root span).
     latency = lab["latency"]
@@ -93,18 +97,22 @@ def test_bad_sizes_are_refused_before_anything_starts():
         call_command("bench_ingest", "--phoenix-python", "/nonexistent/python")
 
 
-def test_the_requests_are_those_the_sdk_exporter_sends():
-    """The real OTLPSpanExporter against a server that keeps what it gets: the bench's
-    bodies are the same bytes."""
+@contextlib.contextmanager
+def collector(answers: list[tuple[int, dict[str, str], bytes]]) -> Iterator[tuple[str, list]]:
+    """A loopback OTLP endpoint that keeps every body it gets and answers from `answers` in
+    turn (then 200 with an empty body); yields its URL and the bodies."""
     got: list[bytes] = []
 
     class Keep(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802
             got.append(self.rfile.read(int(self.headers["Content-Length"])))
             assert self.headers["Content-Type"] == "application/x-protobuf"
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
+            status, headers, body = answers.pop(0) if answers else (200, {}, b"")
+            self.send_response(status)
+            for name, value in {**headers, "Content-Length": str(len(body))}.items():
+                self.send_header(name, value)
             self.end_headers()
+            self.wfile.write(body)
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -112,15 +120,37 @@ def test_the_requests_are_those_the_sdk_exporter_sends():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Keep)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        spans = export_order([agent_trace(random.Random(3), "p", 700)])
-        exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{server.server_address[1]}"
-                                             "/v1/traces")
-        for i in range(0, len(spans), 512):  # the BatchSpanProcessor's batches
-            assert exporter.export(spans[i:i + 512]) == SpanExportResult.SUCCESS
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1/traces", got
     finally:
         server.shutdown()
+
+
+def test_the_requests_are_those_the_sdk_exporter_sends():
+    """The real OTLPSpanExporter, in the BatchSpanProcessor's batches: the bench's bodies are
+    the same bytes."""
+    spans = export_order([agent_trace(random.Random(3), "p", 700)])
+    with collector([]) as (url, got):
+        exporter = OTLPSpanExporter(endpoint=url)
+        for i in range(0, len(spans), 512):
+            assert exporter.export(spans[i:i + 512]) == SpanExportResult.SUCCESS
     assert got == [body for _n, body in bodies(spans)]
     assert [n for n, _body in bodies(spans)] == [512, 188]
+
+
+def test_the_sender_waits_out_a_429_and_counts_a_partial_success():
+    partial = ExportTraceServiceResponse()
+    partial.partial_success.rejected_spans = 3
+    partial.partial_success.error_message = "1,000 traces are open"
+    answers = [(429, {"Retry-After": "0"}, b""), (200, {}, partial.SerializeToString()),
+               (200, {}, b""), (400, {}, b"not OTLP")]
+    with collector(answers) as (url, got):
+        sent = send_all(url, {"Authorization": "Bearer t"}, [(5, b"a"), (4, b"b")])
+        refused = send_all(url, {}, [(1, b"c")])
+    assert got == [b"a", b"a", b"b", b"c"]  # the first again after its 429, not the 400
+    assert (sent.requests, sent.spans, sent.retries, sent.dropped, sent.rejected) == (
+        2, 9, 1, 0, 3)
+    assert sent.first_error == "200, partial success: 1,000 traces are open"
+    assert (refused.dropped, refused.first_error) == (1, "400: not OTLP")
 
 
 def test_an_agent_trace_reads_as_a_run_of_llm_calls_and_tools():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -36,7 +37,10 @@ PROTOBUF = {"Content-Type": "application/x-protobuf",
 RETRYABLE = (429, 502, 503, 504)
 TRIES = 6
 EXPORT_TIMEOUT_S = 10  # OTLPSpanExporter's default per request
-PHOENIX_VERSION = "20.26.1"
+# The pin scripts/lib.sh installs Phoenix from (one place for the version).
+_PIN = re.search(r"^arize-phoenix==(\S+)", (Path(__file__).resolve().parents[2]
+                                            / "requirements-phoenix.txt").read_text(), re.M)
+PHOENIX_VERSION = _PIN.group(1) if _PIN else "?"
 
 
 @dataclass
@@ -47,6 +51,7 @@ class Sent:
     requests: int = 0
     retries: int = 0
     dropped: int = 0  # requests given up on (a non-retryable status, or out of tries)
+    rejected: int = 0  # spans an accepted request's partial-success answer refused
     statuses: dict[int, int] = field(default_factory=dict)
     starts: list[float] = field(default_factory=list)  # time.time() as each request began
     first_error: str = ""
@@ -56,6 +61,7 @@ class Sent:
         self.requests += other.requests
         self.retries += other.retries
         self.dropped += other.dropped
+        self.rejected += other.rejected
         for code, n in other.statuses.items():
             self.statuses[code] = self.statuses.get(code, 0) + n
         self.starts += other.starts
@@ -74,6 +80,9 @@ def post(session: requests.Session, url: str, headers: dict[str, str], body: byt
             code, text, wait = 0, str(exc), None
         sent.statuses[code] = sent.statuses.get(code, 0) + 1
         if 200 <= code < 300:
+            sent.rejected, why = _rejected(r.content)
+            if why:
+                sent.first_error = f"{code}, partial success: {why[:300]}"
             return sent
         if code not in RETRYABLE and code != 0 or attempt == TRIES - 1:
             break
@@ -82,6 +91,20 @@ def post(session: requests.Session, url: str, headers: dict[str, str], body: byt
     sent.dropped = 1
     sent.first_error = f"{code}: {text[:300]}"
     return sent
+
+
+def _rejected(body: bytes) -> tuple[int, str]:
+    """Spans refused and why, from an ExportTraceServiceResponse (OTLP's partial success)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
+    answer = ExportTraceServiceResponse()
+    try:
+        answer.ParseFromString(body)
+    except Exception:  # not protobuf (a peer that answers JSON): nothing to read
+        return 0, ""
+    return answer.partial_success.rejected_spans, answer.partial_success.error_message
 
 
 def _retry_after(r: requests.Response) -> float | None:

@@ -148,7 +148,7 @@ class Command(BaseCommand):
                      else f"not within {cap:g} s")
             self.say(f"  requests answered in {result.answered_s:.2f} s; all queryable: {shown}"
                      f"; {result.sent.requests} requests, {result.sent.retries} retried, "
-                     f"{result.sent.dropped} dropped")
+                     f"{result.sent.dropped} dropped, {result.sent.rejected} spans refused")
             if result.sent.first_error:
                 self.say(f"  first refusal: {result.sent.first_error}")
             if isinstance(target, Phoenix) and result.seconds is not None:
