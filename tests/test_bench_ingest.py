@@ -53,8 +53,8 @@ def test_a_tiny_bench_prints_each_figure_beside_its_goal(tmp_path, capsys):
     assert re.fullmatch(r"[\d,]+ \([\d.]+ s\)", many[2]), many
     live = _row(out, "p95 request → browser at 1,000 spans/s")
     assert live[1] == "< 100 ms" and re.fullmatch(r"[\d.]+ ms", live[2]), live
-    memory = _row(out, "memory per 1,000 spans buffered (open trace of 30)")
-    assert re.fullmatch(r"-?[\d.]+ MiB", memory[2]), memory
+    memory = _row(out, "memory per 1,000 spans buffered (2nd open trace of 30)")
+    assert re.fullmatch(r"-?[\d.]+ MiB \(1st: -?[\d.]+\)", memory[2]), memory
     assert "goal ≥ 5,000 spans/s (1 trace × 50): " in out
     assert "goal p95 < 100 ms at 1,000 spans/s: " in out
 
@@ -68,7 +68,8 @@ def test_a_tiny_bench_prints_each_figure_beside_its_goal(tmp_path, capsys):
     assert latency["spans"] == 58  # 60 less the one that opened the run, less the root
     assert latency["seen"] == latency["spans"] and len(latency["arrival_ms"]) == 58
     assert latency["final_ms"] is not None and all(ms >= 0 for ms in latency["arrival_ms"])
-    assert lab["buffered"]["held"] and lab["buffered"]["rss_after_kb"] > 0
+    assert [b["spans"] for b in lab["buffered"]] == [30, 30]
+    assert all(b["held"] and b["rss_after_kb"] > 0 for b in lab["buffered"])
 
 
 def test_beside_phoenix_every_figure_has_its_anchor(tmp_path, capsys):
@@ -82,7 +83,8 @@ def test_beside_phoenix_every_figure_has_its_anchor(tmp_path, capsys):
     assert re.fullmatch(r"[\d,]+ \([\d.]+ s\)",
                         _row(out, "spans/s until queryable: 1 trace × 50")[3])
     assert _row(out, "p95 request → browser")[3] == "no live view"
-    assert re.fullmatch(r"-?[\d.]+ MiB", _row(out, "memory per 1,000 spans buffered")[3])
+    assert re.fullmatch(r"-?[\d.]+ MiB \(1st: -?[\d.]+\)",
+                        _row(out, "memory per 1,000 spans buffered")[3])
     assert out.count("Phoenix's REST API returns 50 of them") == 2
     phoenix = json.loads(figures_file.read_text())["phoenix"]
     assert phoenix["one"]["spans_per_s"] > 0 and phoenix["many"]["spans_per_s"] > 0

@@ -398,14 +398,20 @@ class Buffered:
         return (self.rss_after_kb - self.rss_before_kb) * 1000 / self.spans
 
 
-def buffered(target: Target, trace: Trace, timeout: float, size: int = BATCH) -> Buffered:
-    """The target's RSS before and after it holds an open trace (no root: not finished)."""
-    payload = bodies(export_order([trace]), size)
-    before = rss_kb(target.pid)
-    sent = send_all(target.url, target.headers, payload)
-    held = wait_until(lambda: target.holds([trace]), timeout, 0.2) is not None
-    return Buffered(spans=len(trace.spans), rss_before_kb=before, rss_after_kb=rss_kb(target.pid),
-                    held=held, sent=sent)
+def buffered(target: Target, traces: list[Trace], timeout: float,
+             size: int = BATCH) -> list[Buffered]:
+    """The target's RSS before and after it holds each open trace (no root: not finished),
+    one after the other: the first reading includes what any first trace costs (caches,
+    imports, the allocator's arenas), the next ones are what more spans held cost."""
+    out = []
+    for trace in traces:
+        payload = bodies(export_order([trace]), size)
+        before = rss_kb(target.pid)
+        sent = send_all(target.url, target.headers, payload)
+        held = wait_until(lambda t=trace: target.holds([t]), timeout, 0.2) is not None
+        out.append(Buffered(spans=len(trace.spans), rss_before_kb=before,
+                            rss_after_kb=rss_kb(target.pid), held=held, sent=sent))
+    return out
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ from agentlab.bench.cluster import child_env
 from agentlab.bench.ingest import (
     PHOENIX_VERSION,
     AgentLab,
-    Buffered,
     Phoenix,
     Target,
     buffered,
@@ -60,9 +59,9 @@ class Command(BaseCommand):
                             help="small traces (default 1000) …")
         parser.add_argument("--trace-spans", type=int, default=10,
                             help="… of this many spans each (default 10)")
-        parser.add_argument("--buffered", type=int, default=5000,
-                            help="spans of the open trace whose memory is measured "
-                                 "(default 5000)")
+        parser.add_argument("--buffered", type=int, default=2500,
+                            help="spans of each of the two open traces whose memory is "
+                                 "measured (default 2500)")
         parser.add_argument("--latency-spans", type=int, default=5000,
                             help="spans sent while a browser watches (default 5000)")
         parser.add_argument("--rate", type=float, default=LATENCY_RATE,
@@ -131,13 +130,17 @@ class Command(BaseCommand):
         if warm.seconds is None:
             raise CommandError(f"{name} did not take a 10-span trace within {cap:g} s "
                                f"({warm.sent.first_error or 'no error answered'})")
-        self.say(f"{name}: an open trace of {opts['buffered']:,} spans (memory) …")
-        open_trace = agent_trace(rng, "bench-buffered", opts["buffered"], root=False)
-        held: Buffered = buffered(target, open_trace, cap, opts["batch"])
-        self.say(f"  RSS {held.rss_before_kb / 1024:.1f} → {held.rss_after_kb / 1024:.1f} MiB"
-                 + ("" if held.held else " (not all of it queryable yet)"))
-        out: dict[str, Any] = {"buffered": asdict(held) | {"kb_per_1000": held.kb_per_1000}}
-        out["buffered"]["sent"].pop("starts")
+        self.say(f"{name}: two open traces of {opts['buffered']:,} spans (memory) …")
+        held = buffered(target, [agent_trace(rng, "bench-buffered", opts["buffered"], root=False)
+                                 for _ in range(2)], cap, opts["batch"])
+        for reading in held:
+            self.say(f"  RSS {reading.rss_before_kb / 1024:.1f} → "
+                     f"{reading.rss_after_kb / 1024:.1f} MiB"
+                     + ("" if reading.held else " (not all of it queryable yet)"))
+        out: dict[str, Any] = {"buffered": [
+            {k: v for k, v in asdict(r).items() if k != "sent"}
+            | {"kb_per_1000": r.kb_per_1000, "requests": r.sent.requests,
+               "dropped": r.sent.dropped, "rejected": r.sent.rejected} for r in held]}
         for key, traces in ((ONE, lambda: [agent_trace(rng, "bench-one-trace", opts["spans"])]),
                             (MANY, lambda: agent_traces(rng, "bench-many-traces",
                                                         opts["traces"], opts["trace_spans"]))):
@@ -184,7 +187,7 @@ class Command(BaseCommand):
              _rate(px[MANY]) if px else "skipped"),
             (f"p95 request → browser at {opts['rate']:,.0f} spans/s", f"< {GOAL_P95_MS:g} ms",
              _p95(lab["latency"]), "no live view" if px else "skipped"),
-            (f"memory per 1,000 spans buffered (open trace of {opts['buffered']:,})", "—",
+            (f"memory per 1,000 spans buffered (2nd open trace of {opts['buffered']:,})", "—",
              _memory(lab["buffered"]), _memory(px["buffered"]) if px else "skipped"),
         ]
         head = ("figure", "goal", "Agent Lab", anchor)
@@ -250,5 +253,8 @@ def _p95(lat: dict[str, Any]) -> str:
     return text if lat["seen"] == lat["spans"] else f"{text} ({lat['seen']} of {lat['spans']})"
 
 
-def _memory(held: dict[str, Any]) -> str:
-    return f"{held['kb_per_1000'] / 1024:.2f} MiB" + ("" if held["held"] else " (not all held)")
+def _memory(held: list[dict[str, Any]]) -> str:
+    """The second open trace's growth (what more spans cost), the first's beside it."""
+    first, then = held
+    text = f"{then['kb_per_1000'] / 1024:.2f} MiB (1st: {first['kb_per_1000'] / 1024:.2f})"
+    return text + ("" if first["held"] and then["held"] else " (not all held)")
