@@ -37,7 +37,8 @@ class Latency:
     spans: int  # measured: every span after the first (which opened the run)
     seen: int  # of them, in the browser: by their step's frame, or the run's final frame
     at_final: int = 0  # of those, by the final frame (the request that ended the run)
-    arrival_ms: list[float] = field(default_factory=list)  # request start → frame
+    arrival_ms: list[float] = field(default_factory=list)  # request start → frame, every span
+    step_ms: list[float] = field(default_factory=list)  # of those, by the span's own step frame
     recorded_ms: list[float] = field(default_factory=list)  # recorder's stamp → frame
     final_ms: float | None = None  # the root's request start → the run's final frame
     rate: float = 0.0  # spans/s actually sent
@@ -175,7 +176,7 @@ async def measure(spec: dict[str, Any]) -> Latency:
     result.rate = len(rest) / sent_s if sent_s else 0.0
     for key, (arrived, recorded) in watcher.first.items():
         if key in watcher.posted:
-            result.arrival_ms.append((arrived - watcher.posted[key]) * 1000)
+            result.step_ms.append((arrived - watcher.posted[key]) * 1000)
         if isinstance(recorded, int | float):
             result.recorded_ms.append((arrived - recorded) * 1000)
     if watcher.final_at is not None:
@@ -186,6 +187,7 @@ async def measure(spec: dict[str, Any]) -> Latency:
         result.at_final = len(late)
         if root_key in watcher.posted:
             result.final_ms = (watcher.final_at - watcher.posted[root_key]) * 1000
+    result.arrival_ms += result.step_ms
     result.seen = len(watcher.first) + result.at_final
     if watcher.errors and not result.first_error:
         result.first_error = watcher.errors[0]

@@ -223,6 +223,10 @@ class Command(BaseCommand):
                  "requests; request → "
                  f"frame p50 {percentile(v, 50):.1f} / p95 {percentile(v, 95):.1f} / p99 "
                  f"{percentile(v, 99):.1f} / max {max(v, default=0):.1f} ms")
+        if lat["step_ms"]:
+            s = lat["step_ms"]
+            self.say(f"  the {len(s):,} spans shown by their own step frame (the run still "
+                     f"going): p50 {percentile(s, 50):.1f} / p95 {percentile(s, 95):.1f} ms")
         if lat["recorded_ms"]:
             r = lat["recorded_ms"]
             self.say(f"  from the recorder's stamp (recorded_at → frame): p50 "
