@@ -189,3 +189,12 @@ def test_small_traces_run_one_after_another_and_an_open_trace_has_no_root():
     open_trace = agent_trace(random.Random(6), "bench", 31, root=False)
     assert len(open_trace.spans) == 31 and not open_trace.root
     assert all(s.parent is not None for s in open_trace.spans)
+
+
+def test_a_receiver_past_its_cap_shows_the_cap_and_the_most_it_can_have_done():
+    from agentlab.management.commands.bench_ingest import _rate
+
+    assert _rate({"spans": 10_000, "spans_per_s": None, "cap_s": 300.0, "seconds": None}) == \
+        "> 300 s, under 33"
+    assert _rate({"spans": 10_000, "spans_per_s": 7352.9, "cap_s": 300.0, "seconds": 1.36}) == \
+        "7,353 (1.36 s)"
