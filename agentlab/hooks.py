@@ -10,6 +10,7 @@ from django.urls import reverse
 from agentlab.evals.models import Result
 from agentlab.evals.runner import mark_interrupted
 from agentlab.paradigms.registry import get_paradigm
+from agentlab.receiver.store import close_quiet
 from traces.display.figures import format_percent
 from traces.display.labels import score_level
 
@@ -34,5 +35,6 @@ def run_scores(run_id: int) -> list[dict[str, Any]]:
 
 
 def sweep() -> dict[str, int]:
-    """Experiments left running by a stopped process close with its runs."""
-    return {"experiments": mark_interrupted()}
+    """Experiments left running by a stopped process close with its runs; received traces
+    that went quiet end interrupted (a process that stopped may have left them open)."""
+    return {"experiments": mark_interrupted(), "received traces": len(close_quiet())}

@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "agentlab.compare",
     "agentlab.evals",
     "agentlab.tokens",
+    "agentlab.receiver",
     "traces",
 ]
 
@@ -256,6 +257,25 @@ AGENTLAB_OTLP_MAX_VALUES = env_int("AGENTLAB_OTLP_MAX_VALUES", 10_000)
 AGENTLAB_OTLP_MAX_ITEMS = env_int("AGENTLAB_OTLP_MAX_ITEMS", 5_000_000)
 # Steps inside steps an imported run (bundle or OTLP) may have.
 AGENTLAB_IMPORT_MAX_DEPTH = env_int("AGENTLAB_IMPORT_MAX_DEPTH", 1_000)
+# The OTLP/HTTP receiver (POST /v1/traces, agentlab/receiver/): a request's body as sent (the spec
+# recommends 20 MiB) and once decompressed (64 MiB: the most the Python SDK's exporter sends),
+# refused with 413 past either; inflating stops at the limit, so a gzip bomb costs no more.
+AGENTLAB_RECEIVER_MAX_BODY_BYTES = env_int("AGENTLAB_RECEIVER_MAX_BODY_BYTES", 20 * 1024 * 1024)
+AGENTLAB_RECEIVER_MAX_INFLATED_BYTES = env_int("AGENTLAB_RECEIVER_MAX_INFLATED_BYTES",
+                                               64 * 1024 * 1024)
+# Per sender, per process (agentlab/receiver/ratelimit.py): spans a second and the burst above
+# it, then 429 with Retry-After; requests at once (429); 0: no limit.
+AGENTLAB_RECEIVER_SPANS_PER_S = env_int("AGENTLAB_RECEIVER_SPANS_PER_S", 5_000)
+AGENTLAB_RECEIVER_BURST_SPANS = env_int("AGENTLAB_RECEIVER_BURST_SPANS", 20_000)
+AGENTLAB_RECEIVER_MAX_IN_FLIGHT = env_int("AGENTLAB_RECEIVER_MAX_IN_FLIGHT", 4)
+# Bodies decoded at once in one process, off the event loop; past it 503 with Retry-After, so a
+# flood never queues threads (one sender holds at most all but one of them); 0: no limit.
+AGENTLAB_RECEIVER_MAX_DECODING = env_int("AGENTLAB_RECEIVER_MAX_DECODING", 2)
+# A trace with no root span for this long after its last span ends as interrupted.
+AGENTLAB_RECEIVER_QUIET_S = env_int("AGENTLAB_RECEIVER_QUIET_S", 300)
+# Spans one received run may hold, and traces one user may have open (no root span yet).
+AGENTLAB_RECEIVER_MAX_SPANS_PER_RUN = env_int("AGENTLAB_RECEIVER_MAX_SPANS_PER_RUN", 100_000)
+AGENTLAB_RECEIVER_MAX_OPEN_TRACES = env_int("AGENTLAB_RECEIVER_MAX_OPEN_TRACES", 1_000)
 
 
 # -- Production profile: AGENTLAB_ENV=production (docs/SECURITY.md "Deploying") ------------------

@@ -21,4 +21,5 @@ urlpatterns = [
     path("dashboard/", include("agentlab.dashboard.urls")),
     path("evals/", include("agentlab.evals.urls")),
     path("tokens/", include("agentlab.tokens.urls")),
+    path("", include("agentlab.receiver.urls")),
 ]

@@ -145,3 +145,32 @@ ensure_phoenix() {
   touch "$dir/.complete"
   step "Phoenix installed in $((SECONDS - start)) s"
 }
+
+# Real agent frameworks (LangGraph, smolagents, the OpenAI Agents SDK, LlamaIndex, the openai SDK)
+# and their instrumentors for tests/test_frameworks.py, in their own virtualenv
+# (requirements-frameworks.txt), cached like Phoenix's; named by the file's hash, so a change
+# to a pin makes a new one.
+frameworks_venv() {
+  local tag
+  tag=$(sha256sum requirements-frameworks.txt | cut -c1-10)
+  echo "${AGENTLAB_FRAMEWORKS_CACHE:-$HOME/.cache/agentlab}/frameworks-$tag"
+}
+
+ensure_frameworks() {
+  local python=$1 dir
+  dir=$(frameworks_venv)
+  if [ -f "$dir/.complete" ]; then
+    step "Agent frameworks already installed in $dir"
+    return 0
+  fi
+  step "Installing the agent frameworks into $dir (once; about 1 minute)"
+  local start=$SECONDS
+  rm -rf "$dir"
+  "$python" -m venv "$dir"
+  # Every package is pinned, so no resolving; pip check fails loudly if a pin is missing.
+  pip_with_progress "$dir/bin/python" -m pip install --progress-bar off --no-deps \
+    -r requirements-frameworks.txt
+  "$dir/bin/python" -m pip check
+  touch "$dir/.complete"
+  step "Agent frameworks installed in $((SECONDS - start)) s"
+}

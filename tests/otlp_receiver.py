@@ -18,6 +18,7 @@ class OTLPReceiver:
     def __init__(self, *, status: int = 200) -> None:
         self.status = status
         self.spans: list[Any] = []  # opentelemetry.proto.trace.v1.Span, in arrival order
+        self.requests: list[ExportTraceServiceRequest] = []  # each export whole, as sent
         self.resources: list[dict[str, str]] = []
         self.headers: list[dict[str, str]] = []
         self.arrivals: list[float] = []
@@ -34,6 +35,7 @@ class OTLPReceiver:
                     receiver.headers.append({k.lower(): v for k, v in self.headers.items()})
                     if receiver.status == 200 and self.path == "/v1/traces":
                         message = ExportTraceServiceRequest.FromString(body)
+                        receiver.requests.append(message)
                         for rs in message.resource_spans:
                             res = {a.key: a.value.string_value for a in rs.resource.attributes}
                             for ss in rs.scope_spans:

@@ -172,3 +172,39 @@ def test_the_argument_key_ignores_key_order_and_whitespace_but_not_values():
     assert same == normalise_args({"n": [1, {"a": None, "z": "x y"}], "q": "a b"})
     assert same != normalise_args({"q": "a b", "n": [2, {"a": None, "z": "x y"}]})
     assert normalise_args("  text ") == normalise_args("text")
+
+
+def run_with(ids: tuple[str, str, str, str], weather: str = "sunny") -> list[Step]:
+    """One program's run; `ids`: what differs between any two of its runs (a call id, a
+    memory address, a timestamp, a run id)."""
+    call, address, when, run_id = ids
+    return [
+        Step(kind="thought", name="setup", input={"ctx": f"<Context object at {address}>",
+                                                  "run_id": run_id, "at": when}),
+        Step(kind="llm", text="", input={"messages": [{"role": "user", "content": "Paris?"}]},
+             output={"tool_calls": [{"id": call, "name": "get_weather"}],
+                     "id": f"chatcmpl-{run_id[:8]}"}),
+        Step(kind="node", seq=3, name="tools", text=f"called {call}: {weather}"),
+        Step(kind="tool", seq=4, parent=3, name="get_weather", input={"city": "Paris"},
+             text=weather, meta={"call": call}),
+        Step(kind="final", text=f"It is {weather} (took 1.2s at {when})."),
+    ]
+
+
+FIRST = ("call_8f3aB9xk2L", "0x7f0f1d9e30b0", "2025-01-01T10:00:00.123Z",
+         "run-6f1c2b7e-3d4a-4e5f-8a9b-0c1d2e3f4a5b")
+SECOND = ("call_Q2w9ZpR7mT", "0x7ff58c4d2f90", "2025-01-02T11:30:05Z",
+          "run-0a9b8c7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d")
+
+
+def test_ids_addresses_and_timestamps_are_no_difference():
+    diff = diff_steps(run_with(FIRST), run_with(SECOND))
+    assert ops(diff) == ["equal"] * 5 and diff.first_divergence is None
+
+
+def test_the_first_divergence_is_the_tool_whose_result_changed():
+    diff = diff_steps(run_with(FIRST), run_with(SECOND, weather="rain"))
+    assert ops(diff) == ["equal", "equal", "changed", "changed", "changed"]
+    # the node enclosing the tool ended differently because of it: the tool came first
+    row = diff.rows[diff.first_divergence]
+    assert (row.left.kind, row.left.name, row.right.text) == ("tool", "get_weather", "rain")

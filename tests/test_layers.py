@@ -31,12 +31,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runs", ("agentlab.runs",)),
     ("features", ("agentlab.chat", "agentlab.compare", "agentlab.evals", "agentlab.dashboard",
                   "agentlab.forks", "agentlab.live", "agentlab.bench", "agentlab.code_agents",
-                  "agentlab.workers", "agentlab.tokens")),
+                  "agentlab.workers", "agentlab.tokens", "agentlab.receiver")),
     ("project", ("agentlab",)),
 )
 # The pure core: unit-tested without a database.
 PURE = ("agentlab.llm", "agentlab.tools", "agentlab.guardrails", "agentlab.runtime",
-        "agentlab.paradigms", "traces.schema", "traces.diff")
+        "agentlab.paradigms", "traces.schema", "traces.diff", "traces.volatile")
 PURE_MAY_USE = ("traces.schema", "traces.owners", "traces.diff", "traces.redact",
                 "agentlab.paths")
 NOT_PURE = ("django.db", "django.contrib", "channels")

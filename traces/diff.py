@@ -8,6 +8,12 @@ Alignment key: `(kind, role, name, normalised arguments)`, where
   with other arguments is a different step (shown as "changed" when it sits where the old one did);
 - other kinds keep their name (a reflection rule, a plan, a LATS node label...).
 
+What differs between any two runs of one program (generated ids, memory addresses,
+timestamps, durations: traces.volatile) is no difference: keys and fields are compared without
+it, so the first divergence lands on the step that really changed; a changed row shows its
+fields as recorded. A step whose end (text, output, status) differs only because a step inside
+it differs later is not the first divergence: what is inside it happened first.
+
 Keys are aligned with difflib.SequenceMatcher; replaced blocks are paired positionally as
 "changed" where the kinds match, else "deleted" + "inserted". Equal keys whose text, input or
 output differ are "changed" too. Word diffs are computed for changed rows only, and only for
@@ -32,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from traces.schema import Step, normalise_args
+from traces.volatile import stable, stable_text
 
 DiffOp = Literal["equal", "changed", "inserted", "deleted"]
 Chunk = tuple[str, str]  # (tag, text); tag in "equal", "insert", "delete", "note"
@@ -90,8 +97,8 @@ def align_key(step: Step) -> tuple[str, str, str, str]:
     if step.kind == "llm":
         return (step.kind, step.role, "", "")
     if step.kind in ("tool", "approval"):
-        return (step.kind, step.role, step.name, normalise_args(step.input))
-    return (step.kind, step.role, step.name, "")
+        return (step.kind, step.role, stable_text(step.name), normalise_args(stable(step.input)))
+    return (step.kind, step.role, stable_text(step.name), "")
 
 
 class Budget:
@@ -137,8 +144,46 @@ def diff_steps(a: Sequence[Step], b: Sequence[Step], *, totals_a: Mapping[str, A
                 rows += [DiffRow("deleted", left, None), DiffRow("inserted", None, right)]
         rows.extend(DiffRow("deleted", a[i], None) for i in range(i1 + paired, i2))
         rows.extend(DiffRow("inserted", None, b[j]) for j in range(j1 + paired, j2))
-    first = next((i for i, row in enumerate(rows) if row.op != "equal"), None)
+    first = first_divergence(rows, a, b)
     return StepDiff(rows=rows, first_divergence=first, summary=_summary(a, b, totals_a, totals_b))
+
+
+END_FIELDS = {"text", "output"}  # what a step with steps inside it has once they ran
+
+
+def first_divergence(rows: Sequence[DiffRow], a: Sequence[Step] = (),
+                     b: Sequence[Step] = ()) -> int | None:
+    """The index of the first row that is not "equal", passing over an enclosing step whose
+    end alone differs when a step inside it (by the parents in `a` and `b`) differs too:
+    that one came first."""
+    parents = ({s.seq: s.parent for s in a}, {s.seq: s.parent for s in b})
+    changed = [i for i, row in enumerate(rows) if row.op != "equal"]
+    for n, i in enumerate(changed):
+        row = rows[i]
+        ends_only = (row.op == "changed" and set(row.fields) <= END_FIELDS
+                     and row.left is not None and row.right is not None
+                     and _names(row.left) == _names(row.right))
+        if not ends_only:
+            return i
+        if not any(_inside(rows[j], row, parents) for j in changed[n + 1:]):
+            return i
+    return None
+
+
+def _inside(row: DiffRow, outer: DiffRow,
+            parents: tuple[dict[int, int | None], dict[int, int | None]]) -> bool:
+    """Is `row`'s step inside `outer`'s, on a side both have?"""
+    for step, around, side in ((row.left, outer.left, parents[0]),
+                               (row.right, outer.right, parents[1])):
+        if step is None or around is None:
+            continue
+        seq, hops = step.parent, 0
+        while seq is not None and hops <= len(side):
+            if seq == around.seq:
+                return True
+            seq, hops = side.get(seq), hops + 1
+        return False
+    return False
 
 
 def align(ka: Sequence[Any], kb: Sequence[Any]) -> list[Opcode]:
@@ -248,12 +293,15 @@ def _pair(left: Step, right: Step, budget: Budget | None) -> DiffRow:
             continue  # a final step's output repeats its text: one diff is enough
         old = _comparable(getattr(left, name), left.kind)
         new = _comparable(getattr(right, name), right.kind)
-        if old != new:
+        if old != new and stable(old) != stable(new):
             fields[name] = ([] if budget is None
                             else diff_text(render_value(old), render_value(new), budget))
-    changed = bool(fields) or (left.role, left.name, left.status) != (right.role, right.name,
-                                                                       right.status)
+    changed = bool(fields) or left.status != right.status or _names(left) != _names(right)
     return DiffRow("changed" if changed else "equal", left, right, fields)
+
+
+def _names(step: Step) -> tuple[str, str]:
+    return step.role, stable_text(step.name)
 
 
 def _comparable(value: Any, kind: str = "") -> Any:

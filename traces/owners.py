@@ -33,6 +33,8 @@ _PROC = Path("/proc")
 # (agentlab.workers): "engine:<id>" (the value older rows carry, so it stays). The workers
 # recover those runs (another worker takes them over), not the start-up sweep.
 WORKER_PREFIX = "engine:"
+# Run.worker of a received run (agentlab.receiver): no process executes it; its trace ends it.
+RECEIVED = "receiver"
 HOST_CHARS = 100  # of the host name kept in an id (Run.worker is a CharField of 200)
 
 

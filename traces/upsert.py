@@ -23,6 +23,7 @@ the row is written first and the new owner's plan sees it, or it is not written 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
@@ -87,24 +88,46 @@ def statements(rows: Iterable[tuple[int, StepRecord]], *, counting: bool = False
     which needs no transaction (the bundle importer does it before taking the write lock).
     `counting` (PostgreSQL only): each statement also adds its new rows to `step_count`.
     `fences`: see `upsert_steps` (SQLite and PostgreSQL only)."""
-    objects = [Step.from_record(run_id, record) for run_id, record in rows]
-    if not objects:
+    pairs = list(rows)
+    if not pairs:
         return []
     if not native():
-        return [objects]
-    owners = list(fences) if fences is not None else [None] * len(objects)
+        return [[Step.from_record(run_id, record) for run_id, record in pairs]]
+    owners = list(fences) if fences is not None else [None] * len(pairs)
     head, row, tail = _insert_head(connection.vendor)
     fenced = _fenced_row(connection.vendor)
+    prepare = _preparers()
     out: list[Statement] = []
-    for start in range(0, len(objects), ROWS_PER_STATEMENT):
-        chunk = objects[start:start + ROWS_PER_STATEMENT]
+    for start in range(0, len(pairs), ROWS_PER_STATEMENT):
+        chunk = pairs[start:start + ROWS_PER_STATEMENT]
         chunk_owners = owners[start:start + ROWS_PER_STATEMENT]
-        params: list[Any] = [f.get_db_prep_save(getattr(obj, f.attname), connection)
-                             for obj in chunk for f in FIELDS]
+        params: list[Any] = [p(run_id, record) for run_id, record in chunk for p in prepare]
         if any(owner is not None for owner in chunk_owners):
             params = _with_owners(params, chunk_owners)
         sql = head + ", ".join(row if owner is None else fenced for owner in chunk_owners) + tail
         out.append((_counted(sql) if counting else sql, params))
+    return out
+
+
+def _preparers() -> list[Any]:
+    """Per column, a function (run id, step record) -> its value as the ORM would store it:
+    what `Step.from_record` sets, through the field's own `get_db_prep_save` where the
+    database form differs (JSON, dates); the rest are the record's values as they are. No
+    model instance is built: for a batch of rows that was most of the CPU."""
+    out: list[Any] = []
+    for f in FIELDS:
+        if f.name == "run":
+            out.append(lambda run_id, _r: run_id)
+        elif f.name == "started_at":
+            out.append(lambda _id, r, f=f: f.get_db_prep_save(
+                datetime.fromtimestamp(r.started_at, tz=UTC), connection))
+        elif f.name == "meta":
+            out.append(lambda _id, r, f=f: f.get_db_prep_save(r.meta or {}, connection))
+        elif f.get_internal_type() == "JSONField":
+            out.append(lambda _id, r, name=f.name, f=f: f.get_db_prep_save(
+                getattr(r, name), connection))
+        else:
+            out.append(lambda _id, r, name=f.name: getattr(r, name))
     return out
 
 

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 
 from traces.models import Run
+from traces.owners import RECEIVED
 from traces.schema import HELD_STATUSES
 
 
@@ -20,9 +21,11 @@ class RunLimit(ValueError):
 
 def going(user_id: int) -> QuerySet[Run]:
     """The user's runs that hold a place: running, paused, or queued and claimed by a process
-    (a one-off run nobody started yet holds none: it is counted when its page starts it)."""
+    (a one-off run nobody started yet holds none: it is counted when its page starts it).
+    A received run (agentlab.receiver) holds none: no process here executes it."""
     return Run.objects.filter(Q(status__in=HELD_STATUSES)
-                              | Q(status="queued") & ~Q(worker=""), user_id=user_id)
+                              | Q(status="queued") & ~Q(worker=""),
+                              user_id=user_id).exclude(worker=RECEIVED)
 
 
 def ensure_room(user: Any, more: int = 1) -> None:

@@ -41,6 +41,23 @@
     update();
   }
 
+  // ------------------------------------------------------------------ runs list: live
+  // The first page reloads its table every data-refresh-s seconds (the server says how often:
+  // often while a run on it is going), so runs show as they change and new ones (a received
+  // trace) appear; not while the tab is hidden, nor while runs are ticked for a diff.
+  function initRefresh() {
+    if (!document.getElementById("run-table") || !window.htmx) return;
+    var due = 0;
+    setInterval(function () {
+      var marker = document.querySelector("#run-table [data-refresh-s]");
+      if (!marker || document.hidden) return;
+      if (document.querySelector('#run-table input[name=run]:checked')) return;
+      if ((due += 1) < Number(marker.dataset.refreshS)) return;
+      due = 0;
+      window.htmx.ajax("GET", marker.dataset.url, { target: "#run-table", swap: "outerHTML" });
+    }, 1000);
+  }
+
   // ------------------------------------------------------------------ one run: replay
   // The page-wide listeners (keys, [data-go] links, htmx settles) are added once and act on
   // the trace shown now: live.js replaces the trace when a live run ends, and then this
@@ -232,5 +249,5 @@
     if (current !== null) go(current);
   }
 
-  ready(function () { initDiffPick(); initTrace(); });
+  ready(function () { initDiffPick(); initRefresh(); initTrace(); });
 })();

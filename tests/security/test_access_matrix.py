@@ -127,6 +127,9 @@ MATRIX: dict[str, Row] = {
     # access tokens: each user's own, staff included (alice's token is named SECRET)
     "tokens:index": lists("/tokens/", staff="hidden"),
     "tokens:revoke": Row("/tokens/{token}/revoke/", "post", **PERSONAL),
+    # The OTLP receiver takes a token, never a session: a logged-in visitor is refused too.
+    "receive_traces": Row("/v1/traces", "post", anonymous="401", other="401", staff="401",
+                          owner="401"),
 }
 SOCKETS: dict[str, Row] = {
     "ws/runs/<int:run_id>/": Row("/ws/runs/{run}/", anonymous="refused", other="refused",

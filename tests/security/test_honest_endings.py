@@ -308,9 +308,10 @@ class TestStartingProcesses:
 
     def test_the_sweep_counts_what_it_closed_and_a_second_one_closes_nothing(self, leftovers):
         counts = startup.sweep()
-        assert counts == {"runs": 4, "imports": 1, "experiments": 1}
+        assert counts == {"runs": 4, "imports": 1, "experiments": 1, "received traces": 0}
         assert_swept(leftovers)
-        assert startup.sweep() == {"runs": 0, "imports": 0, "experiments": 0}  # idempotent
+        assert startup.sweep() == {"runs": 0, "imports": 0, "experiments": 0,
+                                   "received traces": 0}  # idempotent
 
 
 def _get(url: str) -> int | None:

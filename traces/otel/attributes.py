@@ -1,4 +1,5 @@
-"""OpenInference attributes of a run's spans (pure). The table is docs/INTEROP.md's.
+"""OpenInference attributes of a run's spans (pure), with the GenAI conventions' beside them
+(traces.otel.genai_attributes). The table is docs/INTEROP.md's.
 
 Values are str, bool, int or float (what OTLP carries); objects are JSON text.
 """
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from traces.otel import genai_attributes as genai
 from traces.otel import ids
 from traces.schema import Step
 
@@ -79,6 +81,7 @@ def root(info: Any) -> dict[str, Any]:
              "metadata": js({"run_id": info.pk, "paradigm": info.paradigm,
                              "status": info.status, **totals,
                              "installation": ids.installation_id()})}
+    attrs |= genai.agent(info.agent_name, info.input, info.final_answer)
     if info.paradigm:
         attrs["tag.tags"] = [info.paradigm]  # a list attribute, as OpenInference has it
     if info.user_id:
@@ -109,6 +112,7 @@ def step(step: Step, context: Context, *, sub_run: bool) -> tuple[dict[str, Any]
                   **io("output", step.output if step.output is not None else step.text)}
         if sub_run:
             attrs["agent.name"] = step.role if step.role != "agent" else step.name or step.kind
+            attrs |= genai.agent(attrs["agent.name"])
         name = f"{step.kind} {step.name}".strip()
     if step.meta:
         attrs["metadata"] = js(step.meta)
@@ -138,6 +142,7 @@ def _llm(step: Step, context: Context) -> dict[str, Any]:
         **io("input", request or step.input),
     }
     attrs |= _cost(step, profile)
+    attrs |= genai.llm(step, model or None, attrs["llm.provider"])
     if not failed:
         attrs |= io("output", step.text)
     for i, message in enumerate(request.get("messages") or []):
@@ -166,7 +171,8 @@ def _cost(step: Step, profile: dict[str, Any]) -> dict[str, Any]:
 
 def _tool(step: Step, context: Context) -> dict[str, Any]:
     schema = context.tool_schemas.get(step.name, {})
-    return {"openinference.span.kind": "TOOL", "tool.name": step.name,
+    return {**genai.tool(step, context.call_ids.get(step.seq), schema.get("description")),
+            "openinference.span.kind": "TOOL", "tool.name": step.name,
             "tool.id": context.call_ids.get(step.seq),
             "tool.description": schema.get("description"),
             "tool.parameters": js(schema["parameters"]) if "parameters" in schema else None,

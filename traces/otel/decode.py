@@ -44,6 +44,8 @@ class Span:
     events: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
     resource: dict[str, Any] = field(default_factory=dict)
     scope: str = ""
+    scope_version: str = ""
+    links: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # trace, span
 
 
 @dataclass(frozen=True)
@@ -202,9 +204,11 @@ def _snake(name: str) -> str:
     return re.sub(r"([A-Z])", lambda m: "_" + m[1].lower(), name)
 
 
-def traces(data: bytes | str, limits: Limits | None = None) -> dict[str, list[Span]]:
+def traces(data: bytes | str, limits: Limits | None = None, *,
+           allow_empty: bool = False) -> dict[str, list[Span]]:
     """trace id (hex) -> its spans, in the order they came; OTLPError if it is not OTLP, or
-    if it holds more of something than `limits` allow."""
+    if it holds more of something than `limits` allow, or no spans (unless `allow_empty`: an
+    exporter may send a request with none)."""
     out: dict[str, list[Span]] = {}
     count = 0
     for message in _messages(data, limits or Limits()):
@@ -213,7 +217,7 @@ def traces(data: bytes | str, limits: Limits | None = None) -> dict[str, list[Sp
             if count > MAX_SPANS:
                 raise OTLPError(f"more than {MAX_SPANS:,} spans; split the file")
             out.setdefault(span.trace_id, []).append(span)
-    if not out:
+    if not out and not allow_empty:
         raise OTLPError("it holds no spans")
     return out
 
@@ -289,7 +293,9 @@ def _spans(message: ExportTraceServiceRequest) -> Iterator[Span]:
                     status_message=s.status.message,
                     events=[(e.name, e.time_unix_nano, _attributes(e.attributes))
                             for e in s.events],
-                    resource=resource, scope=ss.scope.name)
+                    resource=resource, scope=ss.scope.name, scope_version=ss.scope.version,
+                    links=[(link.trace_id.hex(), link.span_id.hex(),
+                            _attributes(link.attributes)) for link in s.links])
 
 
 def _attributes(pairs: Any) -> dict[str, Any]:

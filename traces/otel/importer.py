@@ -15,7 +15,7 @@ from django.conf import settings
 from traces import bundle_store
 from traces.bundle_values import bad_value, too_deep_step
 from traces.models import Run
-from traces.otel.decode import Limits, OTLPError, traces
+from traces.otel.decode import Limits, OTLPError, Span, traces
 from traces.otel.steps import run_from_trace
 from traces.schema import Step
 
@@ -50,21 +50,22 @@ def _read(data: bytes | str) -> list[tuple[dict[str, Any], list[Step]]]:
     groups = traces(data, limits())
     if len(groups) > MAX_TRACES:
         raise OTLPError(f"{len(groups):,} traces, over the {MAX_TRACES:,} one upload may hold")
-    drafts = []
-    for trace, spans in groups.items():
-        fields, steps = run_from_trace(spans)
-        depth = settings.AGENTLAB_IMPORT_MAX_DEPTH
-        if (deep := too_deep_step({s.seq: s.parent for s in steps}, depth)) is not None:
-            raise OTLPError(f"trace {trace}: spans nest {deep[1]:,} levels deep; at most "
-                            f"{depth:,} are allowed (AGENTLAB_IMPORT_MAX_DEPTH)")
-        for step in steps:
-            if (bad := bad_value([step.input, step.output, step.meta])) is not None:
-                raise OTLPError(f"trace {trace}, span {step.meta.get('otel.span_id')}: "
-                                f"{bad[1]}")
-        fields["started_at"] = _when(fields.pop("started_at_ns"))
-        fields["finished_at"] = _when(fields.pop("finished_at_ns"))
-        drafts.append((fields, steps))
-    return drafts
+    return [draft(trace, spans) for trace, spans in groups.items()]
+
+
+def draft(trace: str, spans: list[Span]) -> tuple[dict[str, Any], list[Step]]:
+    """One trace's run fields and steps, checked (OTLPError says what cannot be stored)."""
+    fields, steps = run_from_trace(spans)
+    depth = settings.AGENTLAB_IMPORT_MAX_DEPTH
+    if (deep := too_deep_step({s.seq: s.parent for s in steps}, depth)) is not None:
+        raise OTLPError(f"trace {trace}: spans nest {deep[1]:,} levels deep; at most "
+                        f"{depth:,} are allowed (AGENTLAB_IMPORT_MAX_DEPTH)")
+    for step in steps:
+        if (bad := bad_value([step.input, step.output, step.meta])) is not None:
+            raise OTLPError(f"trace {trace}, span {step.meta.get('otel.span_id')}: {bad[1]}")
+    fields["started_at"] = _when(fields.pop("started_at_ns"))
+    fields["finished_at"] = _when(fields.pop("finished_at_ns"))
+    return fields, steps
 
 
 def limits() -> Limits:

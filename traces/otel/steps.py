@@ -1,35 +1,40 @@
-"""One OTLP trace in OpenInference terms -> a run's fields and steps (pure).
+"""One OTLP trace -> a run's fields and steps (pure), in either convention: OpenInference
+(`openinference.span.kind`) or the OpenTelemetry GenAI conventions (`gen_ai.operation.name`).
 
-Span kinds become step kinds (LLM -> llm, TOOL/RETRIEVER/RERANKER/EMBEDDING -> tool,
-EVALUATOR -> evaluation, GUARDRAIL -> guardrail, a nested AGENT -> message, CHAIN and the rest
--> thought);
-a span Agent Lab exported keeps its own kind, role and name (agentlab.step.*). A root AGENT or
-CHAIN span is the run itself (its input, output, name, status); any other root is a step
-too. Steps are numbered depth-first by start time. Attributes nothing here reads are kept on
-the step's meta under their own keys, so the run page shows them.
+Kinds: LLM / chat, text_completion, generate_content -> llm; TOOL, RETRIEVER, RERANKER,
+EMBEDDING / execute_tool, embeddings, retrieval -> tool; EVALUATOR -> evaluation; GUARDRAIL ->
+guardrail; a nested AGENT / invoke_agent -> message (a sub-run); CHAIN and the rest -> thought.
+A span Agent Lab exported keeps its own kind, role and name (agentlab.step.*). A root AGENT or
+CHAIN (or invoke_agent) span is the run itself; any other root is a step too. Steps are
+numbered depth-first by start time. An LLM span with another LLM span inside it (a framework's
+call wrapping the SDK's) is one model call: the inner one is the llm step, the wrapper a
+thought. Attributes, events and links nothing here reads are kept on the step's meta.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from traces.otel import calls, frameworks, genai, kept
+from traces.otel import openinference as oi
 from traces.otel.decode import Span
+from traces.otel.values import MAX_TEXT, amount, count, cut, first, json_like, parsed, text
 from traces.schema import FINISHED_STATUSES, STEP_KINDS, Step
 
 _KINDS = {"LLM": "llm", "TOOL": "tool", "RETRIEVER": "tool", "RERANKER": "tool",
           "EMBEDDING": "tool", "EVALUATOR": "evaluation", "GUARDRAIL": "guardrail",
           "AGENT": "message"}
 _CONTAINERS = ("AGENT", "CHAIN")
-# Read into the step's fields: not repeated in meta.
-_READ = {"openinference.span.kind", "input.value", "input.mime_type", "output.value",
-         "output.mime_type", "llm.model_name", "llm.token_count.prompt",
-         "llm.token_count.completion", "llm.token_count.total", "llm.cost.total",
-         "llm.invocation_parameters", "llm.finish_reason", "tool.name", "metadata",
-         "agentlab.step.seq", "agentlab.step.kind", "agentlab.step.role",
-         "agentlab.step.name", "agentlab.step.status"}
-_READ_PREFIXES = ("llm.input_messages.", "llm.output_messages.", "llm.tools.")
-MAX_TEXT = 1_000_000
+# What the OpenTelemetry GenAI instrumentations need to put content on the spans (with only
+# CAPTURE_MESSAGE_CONTENT=true, opentelemetry-instrumentation-openai-v2 sends it as log events,
+# which a trace receiver never sees).
+_GENAI_CONTENT = ("OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental and "
+                  "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only")
+NO_CONTENT = ("the instrumentation recorded no message content on its spans; set "
+              f"{_GENAI_CONTENT} (OpenInference: leave OPENINFERENCE_HIDE_INPUTS and "
+              "OPENINFERENCE_HIDE_OUTPUTS unset) to see it")
+NO_TOOL_CONTENT = ("the instrumentation recorded no tool arguments or result on its spans; "
+                   f"set {_GENAI_CONTENT} to see them")
 
 
 def run_from_trace(spans: list[Span]) -> tuple[dict[str, Any], list[Step]]:
@@ -46,48 +51,72 @@ def run_from_trace(spans: list[Span]) -> tuple[dict[str, Any], list[Step]]:
     container = roots[0] if len(roots) == 1 and _is_container(roots[0]) else None
     top = sorted(children.get(container.span_id, []), key=lambda s: s.start_ns) \
         if container else roots
+    main = container or roots[0]
     steps: list[Step] = []
     stack = [(s, None) for s in reversed(top)]
     seen: set[str] = set()
+    called: set[int] = set()  # seqs of the spans that record a model call themselves
     while stack:  # depth first, children by start time; a cycle is cut where it closes
         span, parent = stack.pop()
         if span.span_id in seen:
             continue
         seen.add(span.span_id)
-        steps.append(_step(span, len(steps) + 1, parent))
+        step = step_from_span(span, len(steps) + 1, parent)
+        kept.where(step, span, main)
+        if calls.records_call(span):
+            called.add(step.seq)
+        steps.append(step)
         kids = sorted(children.get(span.span_id, []), key=lambda s: s.start_ns)
-        stack.extend((k, steps[-1].seq) for k in reversed(kids))
+        stack.extend((k, step.seq) for k in reversed(kids))
+    calls.demote(steps, called)
+    frameworks.restore_arguments(steps)
     return _run_fields(container, roots, spans, steps), steps
 
 
 def _is_container(span: Span) -> bool:
-    return ("agentlab.run.id" in span.attributes
-            or span.attributes.get("openinference.span.kind") in _CONTAINERS)
+    a = span.attributes
+    return ("agentlab.run.id" in a or a.get("openinference.span.kind") in _CONTAINERS
+            or genai.is_container(a))
 
 
 def _run_fields(container: Span | None, roots: list[Span], spans: list[Span],
                 steps: list[Step]) -> dict[str, Any]:
-    first, last = (container, container) if container else (roots[0], roots[-1])
+    first_span, last = (container, container) if container else (roots[0], roots[-1])
     a = container.attributes if container else {}
     status = a.get("agentlab.run.status")
     if status not in FINISHED_STATUSES:
         status = "failed" if any(r.error for r in roots) else "succeeded"
-    error = next((r.status_message or _exception(r) or "failed" for r in roots if r.error), "")
+    error = next((r.status_message or kept.exception(r) or "failed" for r in roots if r.error), "")
     start = min(s.start_ns for s in spans)
     end = max(s.end_ns for s in spans)
-    resource = first.resource
+    resource = first_span.resource
     llm = [s for s in steps if s.kind == "llm"]
+    if "agentlab.run.id" in a:  # ours: the question and answer as the run recorded them
+        question, answer = text(a.get("input.value")), text(a.get("output.value"))
+    else:
+        question = frameworks.question(first_span, steps)
+        answer = frameworks.answer(container or last, steps)
+    origin = {"format": "otlp", "trace_id": first_span.trace_id,
+              "service": str(resource.get("service.name") or ""),
+              "project": str(resource.get("openinference.project.name") or ""),
+              "scope": first_span.scope, "spans": len(spans),
+              **frameworks.framework(spans), "resource": resource}
+    if container is not None and "agentlab.run.id" not in a:  # what the run's span held
+        root = {k: v for k, v in kept.meta(container, "", False).items()
+                if k not in ("otel.span", "otel.span_id")}
+        for key, found in (("input.value", question), ("output.value", answer)):
+            if a.get(key) not in (None, "", found):  # a framework's own state
+                root[key] = cut(text(a[key]))
+        if root:
+            origin["root"] = root
+    if any(s.meta.get("otel.content") == "not recorded" for s in steps):
+        origin["note"] = NO_CONTENT
     return {
-        "agent": None, "agent_name": _cut(first.name, 200),
-        "paradigm": _cut(str(a.get("agentlab.run.paradigm") or ""), 50),
-        "input": _cut(_text(first.attributes.get("input.value")), MAX_TEXT),
-        "final_answer": _cut(_text(last.attributes.get("output.value")), MAX_TEXT),
-        "status": status, "error": _cut(error, MAX_TEXT),
-        "agent_snapshot": {"imported_from": {
-            "format": "otlp", "trace_id": first.trace_id,
-            "service": str(resource.get("service.name") or ""),
-            "project": str(resource.get("openinference.project.name") or ""),
-            "scope": first.scope, "spans": len(spans)}},
+        "agent": None, "agent_name": cut(first_span.name, 200),
+        "paradigm": cut(str(a.get("agentlab.run.paradigm") or ""), 50),
+        "input": cut(question), "final_answer": cut(answer),
+        "status": status, "error": cut(error),
+        "agent_snapshot": {"imported_from": origin},
         "llm_calls": len(llm), "tool_calls": sum(s.kind == "tool" for s in steps),
         "tokens_in": sum(s.tokens_in for s in llm), "tokens_out": sum(s.tokens_out for s in llm),
         "cost_usd": sum(s.cost_usd for s in llm), "wall_ms": (end - start) / 1e6,
@@ -95,165 +124,108 @@ def _run_fields(container: Span | None, roots: list[Span], spans: list[Span],
     }
 
 
-def _step(span: Span, seq: int, parent: int | None) -> Step:
+def step_from_span(span: Span, seq: int, parent: int | None) -> Step:
+    """The step one span is (its parent's seq given): the live receiver's and the import's."""
     a = span.attributes
+    ours = "agentlab.step.kind" in a
     oi_kind = str(a.get("openinference.span.kind") or "").upper()
-    kind = a.get("agentlab.step.kind")
+    kind = a.get("agentlab.step.kind") if ours else None
     if kind not in STEP_KINDS:
-        kind = _KINDS.get(oi_kind, "thought")
-    output_text = _text(a.get("output.value"))
-    if "agentlab.step.kind" in a:  # ours: an empty role or name was left out
+        # OpenInference's kind where the span has one (a CHAIN stays a thought), else GenAI's
+        kind = _KINDS.get(oi_kind) or (None if oi_kind else genai.kind(a)) or "thought"
+    output_text = text(a.get("output.value"))
+    if ours:  # an empty role or name was left out
         role, name = a.get("agentlab.step.role", "agent"), a.get("agentlab.step.name", "")
+    elif kind == "message":
+        role = name = first(a.get("gen_ai.agent.name"), a.get("agent.name"), span.name)
     else:
-        role = span.name if kind == "message" else "agent"
-        name = a.get("tool.name") or span.name
-    step = Step(seq=seq, parent=parent, kind=kind, role=_cut(str(role), 100),
-                name=_cut(str(name), 200),
-                status="error" if span.error else "ok",
+        role, name = "agent", first(a.get("tool.name"), a.get("gen_ai.tool.name"), span.name)
+    step = Step(seq=seq, parent=parent, kind=kind, role=cut(str(role), 100),
+                name=cut(str(name or ""), 200), status="error" if span.error else "ok",
                 started_at=span.start_ns / 1e9,
                 duration_ms=max(span.end_ns - span.start_ns, 0) / 1e6,
-                input=_value(a.get("input.value"), a.get("input.mime_type")),
-                text=_cut(output_text, MAX_TEXT))
+                input=parsed(a.get("input.value"), a.get("input.mime_type")),
+                text=cut(output_text))
+    step.meta = kept.meta(span, oi_kind, ours)
     if kind == "llm":
-        _llm(step, a)
-    elif output_text and _json_like(a.get("output.mime_type"), output_text):
-        step.output = _value(output_text, "application/json")
+        _llm(step, span, ours)
+    elif kind == "tool":
+        _tool(step, span)
+    elif output_text and json_like(a.get("output.mime_type"), output_text):
+        step.output = parsed(output_text, "application/json")
     if "agentlab.step.output" in a:  # ours: the step's recorded output
-        step.output = _value(a["agentlab.step.output"], "application/json")
+        step.output = parsed(a["agentlab.step.output"], "application/json")
     if span.error and not step.text:
-        step.text = _cut(span.status_message or _exception(span) or "error", MAX_TEXT)
-    step.meta = _meta(span, oi_kind)
+        step.text = cut(span.status_message or kept.exception(span) or "error")
     return step
 
 
-def _llm(step: Step, a: dict[str, Any]) -> None:
-    messages = _indexed(a, "llm.input_messages.")
-    request = step.input if isinstance(step.input, dict) and "messages" in step.input else None
-    if request is None:
-        request = {"messages": [_message(m) for m in messages]}
-        tools = _indexed(a, "llm.tools.")
-        if tools:
-            request["tools"] = [_value(t.get("tool.json_schema"), "application/json")
-                                for t in tools]
-        params = _value(a.get("llm.invocation_parameters"), "application/json")
-        if isinstance(params, dict):
-            request |= {k: v for k, v in params.items() if k not in request}
+def _llm(step: Step, span: Span, ours: bool) -> None:
+    a = span.attributes
+    raw = step.input
+    if (ours and isinstance(raw, dict)) or oi.is_chat_request(raw):
+        request = raw  # the request as sent
+    else:
+        request = oi.request(a) or genai.request(span)
+        if request is None and isinstance(raw, list) and oi.is_chat_request({"messages": raw}):
+            request = {"messages": raw}
+        if raw not in (None, "") and request is not None:
+            step.meta["input.value"] = cut(text(a.get("input.value")))  # a framework's own
+        request = request or {"messages": []}
     step.input = request
-    out = _indexed(a, "llm.output_messages.")
-    reply = _message(out[0]) if out else {}
-    text = reply.get("content") if isinstance(reply.get("content"), str) else step.text
-    step.text = _cut(text or "", MAX_TEXT)
-    step.tokens_in = _int(a.get("llm.token_count.prompt"))
-    step.tokens_out = _int(a.get("llm.token_count.completion"))
-    step.cost_usd = max(_float(a.get("llm.cost.total")), 0.0)
+    reply, finish = oi.reply(a), a.get("llm.finish_reason")
+    if reply is None:
+        reply, reason = genai.reply(span)
+        finish = finish or reason
+    reply = reply or {}
+    content = frameworks.content_text(reply.get("content"))
+    asked = [_call(c) for c in reply.get("tool_calls") or [] if isinstance(c, dict)]
+    if content or reply:
+        if step.text and step.text != content:
+            step.meta["output.value"] = step.text  # a framework's own output
+        step.text = cut(content)
+    recorded = bool(request.get("messages") or content or asked or step.text)
+    if not recorded:
+        step.text = NO_CONTENT
+        step.meta["otel.content"] = "not recorded"
+    tokens_in, tokens_out = genai.tokens(a)
+    step.tokens_in = count(first(a.get("llm.token_count.prompt"), tokens_in))
+    step.tokens_out = count(first(a.get("llm.token_count.completion"), tokens_out))
+    step.cost_usd = max(amount(a.get("llm.cost.total")), 0.0)
+    model = str(a.get("llm.model_name") or genai.model(a))
     if step.status != "error":
-        step.output = {"text": step.text, "model": str(a.get("llm.model_name") or ""),
-                       "finish_reason": a.get("llm.finish_reason"),
-                       "tool_calls": [_call(c) for c in reply.get("tool_calls") or []]}
-    if a.get("llm.model_name") and "agentlab.step.kind" not in a:
-        step.name = _cut(str(a["llm.model_name"]), 200)
+        step.output = {"text": step.text if recorded else "", "model": model,
+                       "finish_reason": finish, "tool_calls": asked}
+    if model and not ours:
+        step.name = cut(model, 200)
 
 
-def _indexed(a: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
-    """`llm.input_messages.0.message.role` & co. -> [{"message.role": …}, …] by index."""
-    items: dict[int, dict[str, Any]] = {}
-    for key, value in a.items():
-        if key.startswith(prefix):
-            index, _, rest = key[len(prefix):].partition(".")
-            if index.isdigit():
-                items.setdefault(int(index), {})[rest] = value
-    return [items[i] for i in sorted(items)]
-
-
-def _message(flat: dict[str, Any]) -> dict[str, Any]:
-    m: dict[str, Any] = {"role": flat.get("message.role", ""),
-                         "content": flat.get("message.content")}
-    if m["content"] is None:  # multi-part content: message.contents.N.message_content.text
-        parts = _indexed(flat, "message.contents.")
-        m["content"] = "".join(str(p.get("message_content.text") or "") for p in parts)
-    for key in ("name", "tool_call_id"):
-        if flat.get(f"message.{key}"):
-            m[key] = flat[f"message.{key}"]
-    calls = _indexed(flat, "message.tool_calls.")
-    if calls:
-        m["tool_calls"] = [{"id": c.get("tool_call.id", ""), "type": "function", "function": {
-            "name": c.get("tool_call.function.name", ""),
-            "arguments": c.get("tool_call.function.arguments", "")}} for c in calls]
-    return m
+def _tool(step: Step, span: Span) -> None:
+    a = span.attributes
+    if (arguments := frameworks.tool_arguments(step.input)) is not None:
+        step.meta["input.value"] = text(a.get("input.value"))
+        step.input = arguments
+    if step.input is None and "gen_ai.tool.call.arguments" in a:
+        step.input = parsed(a["gen_ai.tool.call.arguments"], "application/json")
+    if not step.text and "gen_ai.tool.call.result" in a:
+        step.text = cut(text(a["gen_ai.tool.call.result"]))
+    if step.text and json_like(a.get("output.mime_type"), step.text):
+        step.output = parsed(step.text, "application/json")
+        if (result := frameworks.tool_result(step.output)) is not None:
+            step.text = cut(result)
+    if (a.get("gen_ai.operation.name") == "execute_tool" and step.input is None
+            and not step.text and not span.error):
+        step.text = NO_TOOL_CONTENT
+        step.meta["otel.content"] = "not recorded"
 
 
 def _call(call: dict[str, Any]) -> dict[str, Any]:
     function = call.get("function") or {}
     raw = str(function.get("arguments") or "")
-    args = _value(raw, "application/json")
+    args = parsed(raw, "application/json")
     return {"id": str(call.get("id") or ""), "name": str(function.get("name") or ""),
             "arguments": args if isinstance(args, dict) else None, "raw_arguments": raw,
             "error": None}
 
 
-def _meta(span: Span, oi_kind: str) -> dict[str, Any]:
-    a = span.attributes
-    meta: dict[str, Any] = {}
-    if "agentlab.step.kind" in a:  # ours: the step's own meta came as JSON
-        own = _value(a.get("metadata"), "application/json")
-        meta |= own if isinstance(own, dict) else {}
-    meta |= {"otel.span": span.name, "otel.span_id": span.span_id}
-    if oi_kind:
-        meta["otel.kind"] = oi_kind
-    for key, value in a.items():
-        if key in _READ or key.startswith(_READ_PREFIXES) or key.startswith("agentlab."):
-            continue
-        meta[key] = value if isinstance(value, str | int | float | bool) else json.dumps(value)
-    if "agentlab.step.kind" not in a and "metadata" in a:
-        meta["metadata"] = _text(a["metadata"])
-    for name, _when, attrs in span.events:
-        if name == "exception":
-            meta["exception.type"] = str(attrs.get("exception.type") or "")
-            if attrs.get("exception.stacktrace"):
-                meta["traceback"] = str(attrs["exception.stacktrace"])
-    return meta
-
-
-def _exception(span: Span) -> str:
-    return next((str(attrs.get("exception.message") or "") for name, _w, attrs in span.events
-                 if name == "exception"), "")
-
-
-def _json_like(mime: Any, text: str) -> bool:
-    return mime == "application/json" or text[:1] in "{["
-
-
-def _value(value: Any, mime: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    if mime == "application/json" or value[:1] in "{[":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return _cut(value, MAX_TEXT)
-    return _cut(value, MAX_TEXT)
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit]
-
-
-def _int(value: Any) -> int:
-    try:
-        return max(int(value or 0), 0)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite double
-        return 0
-
-
-def _float(value: Any) -> float:
-    try:
-        number = float(value or 0)
-    except (TypeError, ValueError):
-        return 0.0
-    return number if number == number and number not in (float("inf"), float("-inf")) else 0.0
+__all__ = ["MAX_TEXT", "NO_CONTENT", "run_from_trace", "step_from_span"]

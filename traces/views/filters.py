@@ -19,6 +19,8 @@ from traces.schema import FINISHED_STATUSES, RUN_STATUSES
 
 MODEL_LOOKUP = "agent_snapshot__profiles__default__model"
 PROFILE_LOOKUP = "agent_snapshot__profiles__default__name"
+# The project an imported or received run came from (a header or its resource's attributes).
+PROJECT_LOOKUP = "agent_snapshot__imported_from__project"
 SORTS = {
     # When it ran: an imported run's own start, not the time it was imported (its `created`).
     "started": (Coalesce(F("started_at"), F("created")),),
@@ -61,6 +63,7 @@ class RunFilterForm(forms.Form):
     paradigm = forms.ChoiceField(required=False)
     model = forms.ChoiceField(required=False)
     profile = forms.ChoiceField(required=False)
+    project = forms.ChoiceField(required=False)
     status = forms.ChoiceField(required=False, label="Status", choices=[
         ("", "any status"), (FINISHED, "finished (any outcome)")] + [
         (s, labels.status_word(s)) for s in RUN_STATUSES])
@@ -97,6 +100,7 @@ class RunFilterForm(forms.Form):
             for key, name in _choices(runs, "paradigm", "any paradigm")]
         self.fields["model"].choices = _choices(runs, MODEL_LOOKUP, "any model")
         self.fields["profile"].choices = _choices(runs, PROFILE_LOOKUP, "any profile")
+        self.fields["project"].choices = _choices(runs, PROJECT_LOOKUP, "any project")
         if staff:
             self.fields["user"].choices = _choices(runs, "user__username", "any user")
         else:
@@ -131,6 +135,7 @@ def apply(runs: QuerySet[Run], form: RunFilterForm) -> QuerySet[Run]:
         del data["status"]
     for name, lookup in (("agent", "agent_name"), ("paradigm", "paradigm"),
                          ("model", MODEL_LOOKUP), ("profile", PROFILE_LOOKUP),
+                         ("project", PROJECT_LOOKUP),
                          ("status", "status"), ("user", "user__username")):
         if name in data:
             runs = runs.filter(**{lookup: data[name]})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
@@ -13,6 +14,7 @@ from traces.display import labels
 from traces.display import timeline as waterfall
 from traces.display.view import StepView
 from traces.models import Run, Step
+from traces.owners import RECEIVED
 from traces.views import steps as loader
 
 PAYLOAD_FIELDS = ("input", "output", "text")
@@ -48,6 +50,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "guardrail_steps": guardrail_steps(run),
         "next_after": _next_after(views, last),
         "profiles": _profiles(run.agent_snapshot),
+        "origin": origin(run.agent_snapshot),
         "bars": bars, "bars_shown": shown, "lane_labels": lane_labels,
         "lanes_height": max(len(lane_labels), 1) * 14 + 4,
         "by_kind": len(bars) > 0 and not lane_labels[0].startswith("#"),
@@ -56,8 +59,18 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         if run.parent_run_id else None,
         "forks": list(visible.filter(parent_run=run).only("pk", "fork_seq", "status")
                       .order_by("pk")[:20]),
+        # A received run (the OTLP receiver) is live but nothing here executes it: no controls.
+        "received": _received(run),
     }
     return render(request, "traces/run_detail.html", context)
+
+
+def _received(run: Run) -> dict[str, Any] | None:
+    if run.worker != RECEIVED:
+        return None
+    source = (run.agent_snapshot or {}).get("imported_from") or {}
+    return {"service": str(source.get("service") or ""),
+            "quiet_s": settings.AGENTLAB_RECEIVER_QUIET_S}
 
 
 GUARDRAIL_LINKS = 50  # the run's header links to at most this many guardrail decisions
@@ -73,6 +86,19 @@ def guardrail_steps(run: Run) -> list[dict[str, Any]]:
 
 def _next_after(views: list[StepView], last: int) -> int | None:
     return views[-1].seq if views and views[-1].seq < last else None
+
+
+def origin(snapshot: dict[str, Any]) -> dict[str, str] | None:
+    """Where an imported or received trace came from, for the run's header: the framework
+    and its version, the instrumentation, the service; and a note (no message content)."""
+    found = snapshot.get("imported_from") if isinstance(snapshot, dict) else None
+    if not isinstance(found, dict) or found.get("format") != "otlp":
+        return None
+    framework = " ".join(str(found.get(k) or "") for k in ("framework", "framework_version"))
+    return {"framework": framework.strip() or "OpenTelemetry",
+            "instrumentation": str(found.get("instrumentation") or found.get("scope") or ""),
+            "service": str(found.get("service") or ""), "sdk": str(found.get("sdk") or ""),
+            "note": str(found.get("note") or "")}
 
 
 def _profiles(snapshot: dict[str, Any]) -> list[dict[str, str]]:
@@ -128,7 +154,7 @@ def step_payload(request: HttpRequest, pk: int, seq: int, field: str) -> HttpRes
 
 def step_messages(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
     """The conversation an `llm` step sent: its request's messages, as the model saw them."""
-    step = get_object_or_404(Step.objects.only("pk", "kind", "input"),
+    step = get_object_or_404(Step.objects.only("pk", "kind", "input", "text", "meta"),
                              run=visible_run(request, pk), seq=seq, kind="llm")
     request_data = step.input if isinstance(step.input, dict) else {}
     messages = [_message(m) for m in request_data.get("messages") or [] if isinstance(m, dict)]
@@ -136,8 +162,11 @@ def step_messages(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
              if isinstance(t, dict)]
     params = {k: v for k, v in request_data.items()
               if k not in ("messages", "tools") and v not in (None, "", [], {})}
+    # a trace whose instrumentation recorded no content: the step's text says so
+    unrecorded = step.text if (step.meta or {}).get("otel.content") == "not recorded" else ""
     return render(request, "traces/_messages.html",
-                  {"messages": messages, "tools": tools, "params": params, "seq": seq})
+                  {"messages": messages, "tools": tools, "params": params, "seq": seq,
+                   "unrecorded": unrecorded})
 
 
 def _message(message: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ or of OTLP traces (protobuf or JSON, one run per trace)."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.contrib import messages
 from django.core.files.uploadhandler import MemoryFileUploadHandler, StopUpload
@@ -22,6 +23,7 @@ from traces.views import filters
 
 log = logging.getLogger(__name__)
 PAGE_SIZE = 50
+LIVE_REFRESH_S, IDLE_REFRESH_S = 2, 10  # the first page reloads itself (see _refresh_s)
 # Only what the table shows: a run's snapshot, history and error stay in the database.
 LIST_FIELDS = ("pk", "input", "final_answer", "agent_name", "paradigm", "status", "step_count",
                "llm_calls", "tool_calls", "tokens_in", "tokens_out", "cost_usd", "wall_ms",
@@ -38,11 +40,20 @@ def run_list(request: HttpRequest) -> HttpResponse:
     runs = filters.apply(visible, form).select_related("user").only(*LIST_FIELDS)
     page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
     context = {"page": page, "form": form, "sort": form.sort_key(), "ignored": form.ignored(),
-               "columns": _columns(form.sort_key())}
+               "columns": _columns(form.sort_key()), "refresh_s": _refresh_s(page)}
     # The filter form, the sort links and the pager swap only the table (htmx).
     if request.htmx and request.htmx.target == "run-table":
         return render(request, "traces/run_list.html#table", context)
     return render(request, "traces/run_list.html", context)
+
+
+def _refresh_s(page: Any) -> int | None:
+    """How often the first page of the list reloads itself, so runs that are going (and new
+    ones: a received trace, a run started elsewhere) show as they change: often while one on
+    it is going, now and then otherwise; later pages stay still."""
+    if page.number != 1:
+        return None
+    return LIVE_REFRESH_S if any(run.is_active for run in page.object_list) else IDLE_REFRESH_S
 
 
 def _columns(sort: str) -> dict[str, dict[str, str]]:

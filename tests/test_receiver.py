@@ -1,0 +1,320 @@
+"""The OTLP receiver, `POST /v1/traces`: an instrumented agent's spans become a live run.
+
+The spans are the real OpenTelemetry SDK's, encoded by its own OTLP encoder (tests/otlp_spans.py)
+and sent to the view over Django's ASGI test client, in the order an exporter sends them; one
+test sends them with the SDK's own OTLPSpanExporter to a real daphne process."""
+
+from __future__ import annotations
+
+import gzip
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+from django.utils import timezone
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from agentlab.receiver import store
+from agentlab.receiver.models import ReceivedSpan, ReceivedTrace
+from agentlab.runs.room import going
+from agentlab.tokens.models import create_token
+from tests.otlp_spans import AgentTrace, encoded
+from tests.sockets import connect, frames_until, is_type, synced
+from traces.models import Run
+from traces.otel.decode import traces
+from traces.otel.steps import run_from_trace
+
+PROTOBUF = "application/x-protobuf"
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def token(user):
+    return create_token(user, "agent", "ingest")[1]
+
+
+async def send(token: str, body: bytes, *, content_type: str = PROTOBUF, **headers: str):
+    client = AsyncClient()
+    return await client.post("/v1/traces", body, content_type=content_type,
+                             headers={"Authorization": f"Bearer {token}", **headers})
+
+
+async def received(user) -> Run:
+    trace = await ReceivedTrace.objects.select_related("run").aget(user=user)
+    return trace.run
+
+
+def steps_of(run: Run) -> list[tuple]:
+    return [(s.seq, s.parent, s.kind, s.name, s.status)
+            for s in run.steps.order_by("seq")]
+
+
+async def test_spans_become_a_live_run_that_ends_as_the_import_of_the_same_spans(user, token):
+    agent = AgentTrace()
+    agent.start()
+    agent.llm_asks_tool()
+    response = await send(token, encoded(agent.ended))
+    assert response.status_code == 200
+    assert response["Content-Type"] == PROTOBUF
+    ExportTraceServiceResponse.FromString(response.content)  # the spec's success body
+
+    run = await received(user)
+    assert run.status == "running" and run.user_id == user.pk
+    live = await sync_to_async(steps_of)(run)
+    # The LLM call hangs under a placeholder for the agent span that has not ended yet.
+    assert [s[2:] for s in live] == [("thought", "(span not arrived yet)", "running"),
+                                     ("llm", "gpt-test", "ok")]
+    assert live[1][1] == live[0][0]
+
+    agent.tool()
+    agent.llm_answers()
+    await send(token, encoded(agent.ended[1:]))
+    assert (await Run.objects.aget(pk=run.pk)).status == "running"
+    agent.finish()
+    await send(token, encoded(agent.ended[3:]))
+
+    run = await Run.objects.aget(pk=run.pk)
+    assert run.status == "succeeded"
+    assert run.input == AgentTrace.QUESTION and run.final_answer == "It is sunny in Paris."
+    assert (run.llm_calls, run.tool_calls, run.tokens_in, run.tokens_out) == (2, 1, 60, 13)
+    _fields, expected = run_from_trace(traces(encoded(agent.ended))[agent.root.context.trace_id
+                                                                    .to_bytes(16, "big").hex()])
+    assert await sync_to_async(steps_of)(run) == [
+        (s.seq, s.parent, s.kind, s.name, s.status) for s in expected]
+    assert run.step_count == len(expected) == 3
+    assert run.agent_snapshot["imported_from"]["received"] is True
+
+
+async def test_an_exporters_retry_changes_nothing(user, token):
+    spans = AgentTrace().whole()
+    first = await send(token, encoded(spans[:2]))
+    again = await send(token, encoded(spans[:2]))
+    assert first.status_code == again.status_code == 200
+    run = await received(user)
+    assert await ReceivedSpan.objects.filter(trace__run=run, data__isnull=False).acount() == 2
+    await send(token, encoded(spans))
+    await send(token, encoded(spans))
+    run = await Run.objects.aget(pk=run.pk)
+    assert run.status == "succeeded" and run.step_count == 3 and run.llm_calls == 2
+
+
+async def test_watchers_see_each_span_as_it_is_stored_and_the_end(user, token):
+    agent = AgentTrace()
+    agent.start()
+    agent.llm_asks_tool()
+    await send(token, encoded(agent.ended))
+    run = await received(user)
+    comm = await connect(run.pk, user)
+    try:
+        backfill = await synced(comm)
+        assert [f["seq"] for f in backfill if f["type"] == "step"] == [1, 2]
+        agent.tool()
+        await send(token, encoded(agent.ended[1:]))
+        frames = await frames_until(comm, is_type("step", seq=3))
+        assert frames[-1]["kind"] == "tool" and "get_weather" in frames[-1]["html"]
+        agent.llm_answers()
+        agent.finish()
+        await send(token, encoded(agent.ended[2:]))
+        frames = await frames_until(comm, is_type("status"))
+        assert frames[-1]["status"] == "succeeded"
+    finally:
+        await comm.disconnect()
+
+
+async def test_gzip_and_json_as_exporters_send_them(user, token):
+    from google.protobuf import json_format
+
+    spans = AgentTrace().whole()
+    response = await send(token, gzip.compress(encoded(spans[:2])),
+                          HTTP_CONTENT_ENCODING="gzip", **{"Content-Encoding": "gzip"})
+    assert response.status_code == 200
+    doc = json_format.MessageToJson(__import__(
+        "opentelemetry.exporter.otlp.proto.common.trace_encoder",
+        fromlist=["encode_spans"]).encode_spans(spans[2:]))
+    response = await send(token, doc.encode(), content_type="application/json")
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    run = await Run.objects.aget(pk=(await received(user)).pk)
+    assert run.status == "succeeded" and run.step_count == 3
+
+
+@pytest.mark.parametrize("headers, status", [
+    ({}, 401), ({"Authorization": "Bearer al_nope"}, 401)])
+async def test_without_a_good_token_nothing_is_stored(user, headers, status):
+    response = await AsyncClient().post("/v1/traces", encoded(AgentTrace().whole()),
+                                        content_type=PROTOBUF, headers=headers)
+    assert response.status_code == status
+    assert not await Run.objects.aexists()
+
+
+async def test_a_token_of_another_scope_is_refused(user):
+    gateway = await sync_to_async(create_token)(user, "gw", "gateway")
+    response = await send(gateway[1], encoded(AgentTrace().whole()))
+    assert response.status_code == 403
+    assert not await Run.objects.aexists()
+
+
+async def test_one_trace_id_from_two_users_is_two_runs(user, other_user, token):
+    spans = AgentTrace().whole()
+    other = (await sync_to_async(create_token)(other_user, "theirs", "ingest"))[1]
+    await send(other, encoded(spans))
+    await send(token, encoded(spans[:1]))
+    mine, theirs = await received(user), await received(other_user)
+    assert mine.pk != theirs.pk
+    assert (await Run.objects.aget(pk=theirs.pk)).status == "succeeded"
+    assert (await Run.objects.aget(pk=mine.pk)).status == "running"
+
+
+async def test_a_trace_that_goes_quiet_ends_interrupted_with_what_it_has(user, token):
+    agent = AgentTrace()
+    agent.start()
+    agent.llm_asks_tool()
+    agent.tool()
+    await send(token, encoded(agent.ended))
+    run = await received(user)
+    assert await sync_to_async(store.close_quiet)() == []  # not quiet yet
+    later = timezone.now() + timedelta(seconds=301)
+    (event,) = await sync_to_async(store.close_quiet)(later)
+    assert event[1]["status"] == "interrupted"
+    run = await Run.objects.aget(pk=run.pk)
+    assert run.status == "interrupted" and "No root span arrived" in run.error
+    kinds = await sync_to_async(lambda: [s.kind for s in run.steps.order_by("seq")])()
+    assert kinds == ["llm", "tool"]  # what it had; no placeholder left
+
+
+async def test_received_runs_hold_no_place_under_the_users_limit(user, token):
+    agent = AgentTrace()
+    agent.start()
+    agent.llm_asks_tool()
+    await send(token, encoded(agent.ended))
+    assert (await received(user)).status == "running"
+    assert await sync_to_async(going(user.pk).count)() == 0
+
+
+async def test_spans_past_the_runs_limit_are_refused_as_a_partial_success(user, token,
+                                                                           settings):
+    settings.AGENTLAB_RECEIVER_MAX_SPANS_PER_RUN = 2
+    response = await send(token, encoded(AgentTrace().whole()))
+    assert response.status_code == 200
+    body = ExportTraceServiceResponse.FromString(response.content)
+    assert body.partial_success.rejected_spans == 2
+    assert "AGENTLAB_RECEIVER_MAX_SPANS_PER_RUN" in body.partial_success.error_message
+
+
+async def test_bad_data_is_a_400_that_says_why(user, token):
+    response = await send(token, b"\xff\x00 not protobuf")
+    assert response.status_code == 400
+    assert not await Run.objects.aexists()
+
+
+async def test_the_project_comes_from_the_header_or_the_resource(user, token):
+    await send(token, encoded(AgentTrace(project="shop").whole()))
+    assert (await ReceivedTrace.objects.aget(user=user)).project == "shop"
+    await send(token, encoded(AgentTrace().whole()), **{"x-agentlab-project": "billing"})
+    assert await ReceivedTrace.objects.filter(user=user, project="billing").aexists()
+
+
+async def test_the_runs_list_shows_a_received_run_going_and_filters_by_project(user, token):
+    agent = AgentTrace(project="shop")
+    agent.start()
+    agent.llm_asks_tool()
+    await send(token, encoded(agent.ended))
+    await send(token, encoded(AgentTrace().whole()))  # another project, finished
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    page = (await client.get("/runs/")).content.decode()
+    assert 'data-refresh-s="2"' in page  # a run on it is going: the table reloads often
+    assert "Receiving trace" in page and "Weather in Paris?" in page
+    shop = (await client.get("/runs/?project=shop")).content.decode()
+    assert "Receiving trace" in shop and "Weather in Paris?" not in shop
+    assert '<option value="shop"' in shop and '<option value="weather-app"' in shop
+
+
+def test_the_sdks_own_exporter_sends_a_whole_agent_to_a_real_server(live_url, user, token):
+    """The OTLP/HTTP exporter as an instrumented app runs it: batches, gzip, its own headers,
+    against daphne; what it is told decides whether it retries, so it must hear success."""
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    exporter = OTLPSpanExporter(endpoint=f"{live_url}/v1/traces", compression=Compression.Gzip,
+                                headers={"Authorization": f"Bearer {token}"})
+    spans = AgentTrace().whole()
+    assert exporter.export(spans[:2]) == SpanExportResult.SUCCESS
+    assert exporter.export(spans[2:]) == SpanExportResult.SUCCESS
+    run = ReceivedTrace.objects.select_related("run").get(user=user).run
+    assert (run.status, run.input, run.final_answer) == (
+        "succeeded", AgentTrace.QUESTION, "It is sunny in Paris.")
+    assert [s.kind for s in run.steps.order_by("seq")] == ["llm", "tool", "llm"]
+    refused = OTLPSpanExporter(endpoint=f"{live_url}/v1/traces",
+                               headers={"Authorization": "Bearer al_wrong"})
+    assert refused.export(spans) == SpanExportResult.FAILURE
+
+
+async def test_the_receiver_itself_ends_a_trace_that_goes_quiet(user, token, settings):
+    settings.AGENTLAB_RECEIVER_QUIET_S = 1
+    agent = AgentTrace()
+    agent.start()
+    agent.llm_asks_tool()
+    await send(token, encoded(agent.ended))
+    run = await received(user)
+    comm = await connect(run.pk, user)
+    try:
+        await synced(comm)
+        frames = await frames_until(comm, is_type("status"), timeout=10)
+        assert frames[-1]["status"] == "interrupted"
+    finally:
+        await comm.disconnect()
+    assert (await Run.objects.aget(pk=run.pk)).status == "interrupted"
+
+
+async def test_a_body_declared_too_large_is_refused_before_it_is_read(user, token, settings):
+    from channels.testing import HttpCommunicator
+
+    from agentlab.asgi import application
+
+    settings.AGENTLAB_RECEIVER_MAX_BODY_BYTES = 1_000
+    body = encoded(AgentTrace().whole())
+    assert len(body) > 1_000
+    headers = [(b"host", b"localhost"), (b"authorization", f"Bearer {token}".encode()),
+               (b"content-type", PROTOBUF.encode()), (b"content-length", str(len(body)).encode())]
+    response = await HttpCommunicator(application, "POST", "/v1/traces", body=body,
+                                      headers=headers).get_response()
+    assert response["status"] == 413
+    assert b"AGENTLAB_RECEIVER_MAX_BODY_BYTES" in response["body"]
+    assert (b"connection", b"close") in response["headers"]  # the cap's answer, not the view's
+    assert not await Run.objects.aexists()
+    settings.AGENTLAB_RECEIVER_MAX_BODY_BYTES = 1_000_000
+    response = await HttpCommunicator(application, "POST", "/v1/traces", body=body,
+                                      headers=headers).get_response()
+    assert response["status"] == 200
+
+
+async def test_a_received_runs_page_says_where_it_comes_from_and_has_no_controls(user, token):
+    agent = AgentTrace()
+    agent.start()
+    agent.llm_asks_tool()
+    await send(token, encoded(agent.ended))
+    run = await received(user)
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    page = (await client.get(f"/runs/{run.pk}/")).content.decode()
+    assert "Receiving spans from <code>weather-app</code>" in page
+    assert 'data-act="pause"' not in page and "Step mode" not in page
+    assert "(span not arrived yet)" in page
+
+
+async def test_two_received_runs_diff_at_the_tool_and_replay_step_by_step(user, token):
+    await send(token, encoded(AgentTrace().whole("sunny, 21 °C")))
+    await send(token, encoded(AgentTrace().whole("rain, 12 °C")))
+    a, b = [t.run_id async for t in ReceivedTrace.objects.filter(user=user).order_by("pk")]
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    page = (await client.get(f"/runs/diff/?a={a}&b={b}")).content.decode()
+    first = page[page.index('id="first-divergence"'):]
+    first = first[:first.index("</tr>")]
+    assert "get_weather" in first and "<ins>rain</ins>" in first
+    step = (await client.get(f"/runs/{a}/?step=2")).content.decode()
+    assert 'data-current="2"' in step and "step 2 / 3" in step
+    exported = await client.get(f"/runs/{a}/export/otlp/")
+    assert exported.status_code == 200 and b"get_weather" in exported.content

@@ -1,0 +1,50 @@
+"""Which LLM spans are model calls (pure): counts are of real calls. A framework's LLM span
+with another LLM span inside it (the SDK's, instrumented too) wraps that one call; an LLM span
+that records no call itself (no messages, tokens, finish reason or reply: LlamaIndex's
+`_prepare_chat_with_tools`) beside one that does only prepares it. Both become thoughts, with
+a note saying so."""
+
+from __future__ import annotations
+
+from traces.otel import genai
+from traces.otel import openinference as oi
+from traces.otel.decode import Span
+from traces.otel.values import parsed
+from traces.schema import Step
+
+WRAPPER = "wraps the model call below it (counted once, there)"
+PREPARES = "prepares a model call beside it (counted once, there)"
+_CALL_PREFIXES = ("llm.input_messages.", "llm.output_messages.", "llm.token_count.",
+                  "gen_ai.usage.", "gen_ai.response.", "gen_ai.prompt.", "gen_ai.completion.")
+_CALL_KEYS = {"llm.finish_reason", "gen_ai.input.messages", "gen_ai.output.messages"}
+
+
+def records_call(span: Span) -> bool:
+    """Does the span record a model call itself: messages, tokens, a finish reason, a reply?"""
+    a = span.attributes
+    return ("agentlab.step.kind" in a or oi.is_chat_request(parsed(a.get("input.value")))
+            or any(k.startswith(_CALL_PREFIXES) or k in _CALL_KEYS for k in a)
+            or any(name in genai.EVENTS for name, _w, _a in span.events))
+
+
+def demote(steps: list[Step], calls: set[int]) -> None:
+    """Count real model calls only: an llm step with an llm step below it only wraps that
+    call, and one that records no call (no messages, tokens or reply: LlamaIndex's
+    `_prepare_chat_with_tools`) beside a step that does only prepares it; both are thoughts."""
+    by_seq = {s.seq: s for s in steps}
+    notes: dict[int, str] = {}
+    for step in steps:
+        if step.kind != "llm":
+            continue
+        parent = by_seq.get(step.parent) if step.parent is not None else None
+        while parent is not None:
+            if parent.kind == "llm":
+                notes[parent.seq] = WRAPPER
+            parent = by_seq.get(parent.parent) if parent.parent is not None else None
+        if step.seq not in calls and any(s.kind == "llm" and s.parent == step.parent
+                                         and s.seq in calls for s in steps):
+            notes[step.seq] = PREPARES
+    for seq, note in notes.items():
+        step = by_seq[seq]
+        step.kind, step.tokens_in, step.tokens_out, step.cost_usd = "thought", 0, 0, 0.0
+        step.meta["otel.note"] = note
