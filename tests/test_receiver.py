@@ -339,3 +339,25 @@ async def test_traces_past_a_requests_limit_are_refused_as_a_partial_success(use
     body = ExportTraceServiceResponse.FromString((await send(token, encoded(spans))).content)
     assert body.partial_success.rejected_spans == 4
     assert await Run.objects.acount() == 1
+
+
+async def test_a_span_after_the_end_or_a_root_after_a_quiet_close_reads_the_run_again(
+        user, token):
+    agent = AgentTrace()
+    agent.start()
+    agent.llm_asks_tool()
+    agent.tool()
+    await send(token, encoded(agent.ended[:1]))
+    run = await received(user)
+    await sync_to_async(store.close_quiet)(timezone.now() + timedelta(seconds=301))
+    assert (await Run.objects.aget(pk=run.pk)).status == "interrupted"
+    agent.llm_answers()
+    agent.finish()
+    await send(token, encoded(agent.ended[2:]))  # the root (and more) after the quiet close
+    run = await Run.objects.aget(pk=run.pk)
+    assert run.status == "succeeded" and run.error == ""
+    assert [s.kind async for s in run.steps.order_by("seq")] == ["llm", "llm"]
+    await send(token, encoded(agent.ended[1:2]))  # the tool, late
+    run = await Run.objects.aget(pk=run.pk)
+    assert [s.kind async for s in run.steps.order_by("seq")] == ["llm", "tool", "llm"]
+    assert (run.status, run.tool_calls, run.step_count) == ("succeeded", 1, 3)
