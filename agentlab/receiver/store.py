@@ -286,14 +286,12 @@ def _live(batch: _Batch, trace: ReceivedTrace, step: StepRecord, counted: bool =
 
 def _write(traces: Any, batch: _Batch) -> None:
     _insert(batch.new_rows)
-    if batch.filled:
-        ReceivedSpan.objects.bulk_update(batch.filled, ["data"], batch_size=IN_CHUNK)
+    upsert.update_rows(ReceivedSpan, batch.filled, ["data"])
     for chunk in batched(batch.steps, upsert.ROWS_PER_STATEMENT):
         upsert.execute(upsert.statements(chunk))
     _add_live_totals(batch)
-    ReceivedTrace.objects.bulk_update(
-        list(traces), ["next_seq", "spans", "root_span_id", "last_span_at", "done"],
-        batch_size=IN_CHUNK)
+    upsert.update_rows(ReceivedTrace, list(traces),
+                       ["next_seq", "spans", "root_span_id", "last_span_at", "done"])
 
 
 def _add_live_totals(batch: _Batch) -> None:

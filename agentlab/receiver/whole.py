@@ -22,7 +22,6 @@ from traces.schema import RUN_TOTALS
 from traces.schema import Step as StepRecord
 
 Event = tuple[int, dict[str, Any]]  # (run id, event to publish)
-RUN_UPDATE_CHUNK = 100  # runs per UPDATE … CASE statement
 
 
 @dataclass
@@ -56,7 +55,7 @@ def read_whole(endings: list[Ending]) -> list[Event]:
             setattr(d.run, name, value)
         changed.append(d.run)
     names = sorted({name for d in drafts for name in d.fields})
-    Run.objects.bulk_update(changed, names, batch_size=RUN_UPDATE_CHUNK)
+    upsert.update_rows(Run, changed, names)
     return [(d.run.pk, {"type": "run.status", "status": d.run.status, "detail": {
         "answer": d.run.final_answer, "error": d.run.error,
         "totals": {k: getattr(d.run, k) for k in RUN_TOTALS if hasattr(d.run, k)}}})
