@@ -18,20 +18,19 @@ watchers see the last spans before the whole read.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from itertools import batched
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
+from agentlab.receiver import rows
 from agentlab.receiver.models import ReceivedSpan, ReceivedTrace
 from agentlab.receiver.whole import Ending, Event, read_whole
-from agentlab.runs.start import received_runs
 from traces import upsert
 from traces.bundle_values import bad_value
 from traces.models import Run
@@ -90,10 +89,10 @@ def receive(user: Any, project: str, groups: dict[str, list[Span]]) -> Receipt:
             _cut_long_values(span, receipt)
         wanted[trace_id.lower()] = spans
     with transaction.atomic():
-        traces = _traces(user, project, wanted, receipt)
-        rows = _rows(traces, wanted)
+        traces = rows.opened(user, project, wanted, receipt)
+        stored = rows.stored_rows(traces, wanted)
         for trace_id, trace in traces.items():
-            _take(trace, wanted[trace_id], rows.get(trace.pk, {}), batch, receipt)
+            _take(trace, wanted[trace_id], stored.get(trace.pk, {}), batch, receipt)
         _write(traces.values(), batch)
         for run_id, step in batch.steps:
             receipt.events.append((run_id, _step_event(step, arrived)))
@@ -137,92 +136,14 @@ def _cut_long_values(span: Span, receipt: Receipt) -> None:
                      "(AGENTLAB_RECEIVER_MAX_VALUE_CHARS)")
 
 
-def _traces(user: Any, project: str, wanted: dict[str, list[Span]],
-            receipt: Receipt) -> dict[str, ReceivedTrace]:
-    """The request's traces by id, locked for this transaction; the new ones made with their
-    runs (none past the user's limit of open traces)."""
-    found: dict[str, ReceivedTrace] = {}
-    for chunk in batched(wanted, IN_CHUNK):
-        for trace in ReceivedTrace.objects.select_for_update().filter(user=user,
-                                                                      trace_id__in=chunk):
-            trace.fresh = False
-            found[trace.trace_id] = trace
-    new = [t for t in wanted if t not in found]
-    if not new:
-        return found
-    limit = settings.AGENTLAB_RECEIVER_MAX_OPEN_TRACES
-    if limit:
-        open_now = ReceivedTrace.objects.filter(user=user, done=False).count()
-        # A trace that comes whole (its root in hand) is never open; count the others.
-        for trace_id in [t for t in new if not any(_is_root(s) for s in wanted[t])]:
-            if open_now >= limit:
-                new.remove(trace_id)
-                receipt.refuse(len(wanted[trace_id]), f"{limit:,} traces are open (no root "
-                               "span yet) for this user, the most one may have "
-                               "(AGENTLAB_RECEIVER_MAX_OPEN_TRACES)")
-            open_now += 1
-    try:
-        with transaction.atomic():  # a savepoint: another request may make one first
-            found |= _make(user, project, {t: wanted[t] for t in new})
-    except IntegrityError:  # then one at a time, each taking the one made meanwhile
-        for trace_id in new:
-            try:
-                with transaction.atomic():
-                    found |= _make(user, project, {trace_id: wanted[trace_id]})
-            except IntegrityError:
-                trace = ReceivedTrace.objects.select_for_update().get(user=user,
-                                                                      trace_id=trace_id)
-                trace.fresh = False
-                found[trace_id] = trace
-    return found
-
-
-def _make(user: Any, project: str, wanted: dict[str, list[Span]]) -> dict[str, ReceivedTrace]:
-    fields, projects = [], []
-    for trace_id, spans in wanted.items():
-        first = min(spans, key=lambda s: s.start_ns)
-        service = str(first.resource.get("service.name") or "")
-        projects.append((project or str(first.resource.get("openinference.project.name")
-                                        or service))[:200])
-        fields.append({
-            "agent_name": (service or first.name)[:200],
-            "input": f"Receiving trace {trace_id} from {service or 'an OTLP exporter'}…",
-            "started_at": _when(first.start_ns) or timezone.now(),
-            "agent_snapshot": {"imported_from": {
-                "format": "otlp", "received": True, "trace_id": trace_id, "service": service,
-                "project": projects[-1], "scope": first.scope}}})
-    runs = received_runs(user, fields)
-    now = timezone.now()
-    made = ReceivedTrace.objects.bulk_create(
-        ReceivedTrace(run=run, user=user, trace_id=trace_id, project=p, last_span_at=now)
-        for run, trace_id, p in zip(runs, wanted, projects, strict=True))
-    for trace in made:
-        trace.fresh = True
-    return {t.trace_id: t for t in made}
-
-
-def _rows(traces: dict[str, ReceivedTrace],
-          wanted: dict[str, list[Span]]) -> dict[int, dict[str, ReceivedSpan]]:
-    """The stored spans (and placeholders) the request's spans and their parents name, by
-    trace: looked up only for traces stored before (a new one has none)."""
-    old = {t.pk: wanted[tid] for tid, t in traces.items() if not t.fresh}
-    ids = sorted({s.span_id for spans in old.values() for s in spans}
-                 | {s.parent_id for spans in old.values() for s in spans if s.parent_id})
-    out: dict[int, dict[str, ReceivedSpan]] = {}
-    for chunk in batched(ids, IN_CHUNK):
-        for row in ReceivedSpan.objects.filter(trace_id__in=list(old), span_id__in=chunk):
-            out.setdefault(row.trace_id, {})[row.span_id] = row
-    return out
-
-
-def _take(trace: ReceivedTrace, spans: list[Span], rows: dict[str, ReceivedSpan],
+def _take(trace: ReceivedTrace, spans: list[Span], known: dict[str, ReceivedSpan],
           batch: _Batch, receipt: Receipt) -> None:
     """One trace's spans: new rows, live steps (an open trace), or its whole read (a trace
     that came whole)."""
     fresh: list[Span] = []
     seen: set[str] = set()
     for span in spans:
-        row = rows.get(span.span_id)
+        row = known.get(span.span_id)
         if row is not None and row.data is not None or span.span_id in seen:
             continue  # an exporter's retry, or twice in one request: nothing arrives twice
         seen.add(span.span_id)
@@ -235,17 +156,18 @@ def _take(trace: ReceivedTrace, spans: list[Span], rows: dict[str, ReceivedSpan]
         fresh = fresh[:room]
     if not fresh:
         return
-    whole_now = trace.fresh and any(_is_root(s) for s in fresh)  # came whole: no live steps
+    # A trace that came whole: no live steps (nobody can be watching a run that did not exist).
+    whole_now = trace.fresh and any(rows.is_root(s) for s in fresh)
     # An ended trace's steps are its whole read's (numbered anew): a late span reads it again.
     live = not whole_now and not trace.done
     taken: list[Span] = []
     for span in fresh:
-        row = rows.get(span.span_id)
+        row = known.get(span.span_id)
         parent = None
         if span.parent_id and span.parent_id != span.span_id:
-            parent_row = rows.get(span.parent_id)
+            parent_row = known.get(span.parent_id)
             if parent_row is None:  # a child before its parent: a placeholder holds its place
-                parent_row = rows[span.parent_id] = ReceivedSpan(
+                parent_row = known[span.parent_id] = ReceivedSpan(
                     trace=trace, span_id=span.parent_id, seq=_take_seq(trace), data=None)
                 batch.new_rows.append(parent_row)
                 if live:
@@ -257,16 +179,16 @@ def _take(trace: ReceivedTrace, spans: list[Span], rows: dict[str, ReceivedSpan]
             receipt.refuse(1, f"span {span.span_id}: {bad[1]}")
             continue
         if row is None:
-            rows[span.span_id] = row = ReceivedSpan(trace=trace, span_id=span.span_id, seq=seq)
+            known[span.span_id] = row = ReceivedSpan(trace=trace, span_id=span.span_id, seq=seq)
             batch.new_rows.append(row)
             if live:
                 batch.new_steps[trace.run_id] = batch.new_steps.get(trace.run_id, 0) + 1
         elif row.pk is not None:
             batch.filled.append(row)
-        row.data = stored(span)
+        row.data = rows.stored(span)
         taken.append(span)
         trace.spans += 1
-        if _is_root(span):
+        if rows.is_root(span):
             trace.root_span_id = span.span_id
         if live:
             _live(batch, trace, step, counted=True)
@@ -285,7 +207,7 @@ def _live(batch: _Batch, trace: ReceivedTrace, step: StepRecord, counted: bool =
 
 
 def _write(traces: Any, batch: _Batch) -> None:
-    _insert(batch.new_rows)
+    rows.insert(batch.new_rows)
     upsert.update_rows(ReceivedSpan, batch.filled, ["data"])
     for chunk in batched(batch.steps, upsert.ROWS_PER_STATEMENT):
         upsert.execute(upsert.statements(chunk))
@@ -317,28 +239,6 @@ def _add_live_totals(batch: _Batch) -> None:
             [(batch.new_steps.get(run_id, 0), *t, run_id) for run_id, t in totals.items()])
 
 
-def _insert(rows: list[ReceivedSpan]) -> None:
-    """ReceivedSpan rows, one statement per IN_CHUNK (bulk_create builds a model's worth of
-    work per row; these are the receiver's most written rows)."""
-    if not rows:
-        return
-    qn = connection.ops.quote_name
-    data = ReceivedSpan._meta.get_field("data")
-    head = (f"INSERT INTO {qn(ReceivedSpan._meta.db_table)} ({qn('trace_id')}, {qn('span_id')}, "
-            f"{qn('seq')}, {qn('data')}) VALUES ")
-    with connection.cursor() as cursor:
-        for chunk in batched(rows, IN_CHUNK):
-            params: list[Any] = []
-            for row in chunk:
-                params += [row.trace_id, row.span_id, row.seq,
-                           data.get_db_prep_save(row.data, connection)]
-            cursor.execute(head + ", ".join(["(%s, %s, %s, %s)"] * len(chunk)), params)
-
-
-def _is_root(span: Span) -> bool:
-    return not span.parent_id or span.parent_id == span.span_id
-
-
 def _take_seq(trace: ReceivedTrace) -> int:
     seq, trace.next_seq = trace.next_seq, trace.next_seq + 1
     return seq
@@ -351,24 +251,8 @@ def _placeholder(row: ReceivedSpan, child: Span) -> StepRecord:
                       meta={"otel.span_id": row.span_id, "placeholder": True})
 
 
-_SPAN_FIELDS = [f.name for f in dataclasses.fields(Span)]
-
-
-def stored(span: Span) -> dict[str, Any]:
-    """A span as ReceivedSpan.data (whole.span_of reads it back). Shallow: its values are JSON
-    already (dataclasses.asdict deep-copies them, ~50 µs a span)."""
-    return {f: getattr(span, f) for f in _SPAN_FIELDS}
-
-
 def _step_event(step: StepRecord, arrived: float) -> dict[str, Any]:
     # version: a placeholder is 1, its span 2 (the page caches a rendering by seq and version).
     return {"type": "run.step", "seq": step.seq, "step": step.to_dict(),
             "version": 1 if step.meta.get("placeholder") else 2,
             "recorded_at": arrived, "sent_at": time.time()}
-
-
-def _when(ns: int) -> datetime | None:
-    try:
-        return datetime.fromtimestamp(ns / 1e9, tz=UTC) if ns else None
-    except (OverflowError, OSError, ValueError):
-        return None
