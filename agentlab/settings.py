@@ -292,6 +292,10 @@ AGENTLAB_RECEIVER_QUIET_S = env_int("AGENTLAB_RECEIVER_QUIET_S", 300)
 # Spans one received run may hold, and traces one user may have open (no root span yet).
 AGENTLAB_RECEIVER_MAX_SPANS_PER_RUN = env_int("AGENTLAB_RECEIVER_MAX_SPANS_PER_RUN", 100_000)
 AGENTLAB_RECEIVER_MAX_OPEN_TRACES = env_int("AGENTLAB_RECEIVER_MAX_OPEN_TRACES", 1_000)
+# Traces one request may hold (as one upload); a text attribute's length, kept cut past it.
+AGENTLAB_RECEIVER_MAX_TRACES_PER_REQUEST = env_int("AGENTLAB_RECEIVER_MAX_TRACES_PER_REQUEST",
+                                                   1_000)
+AGENTLAB_RECEIVER_MAX_VALUE_CHARS = env_int("AGENTLAB_RECEIVER_MAX_VALUE_CHARS", 1_000_000)
 
 
 # -- Production profile: AGENTLAB_ENV=production (docs/SECURITY.md "Deploying") ------------------

@@ -318,3 +318,46 @@ async def test_two_received_runs_diff_at_the_tool_and_replay_step_by_step(user, 
     assert 'data-current="2"' in step and "step 2 / 3" in step
     exported = await client.get(f"/runs/{a}/export/otlp/")
     assert exported.status_code == 200 and b"get_weather" in exported.content
+
+
+async def test_a_long_value_is_kept_cut_and_the_exporter_is_told(user, token, settings):
+    settings.AGENTLAB_RECEIVER_MAX_VALUE_CHARS = 10
+    response = await send(token, encoded(AgentTrace().whole()))
+    body = ExportTraceServiceResponse.FromString(response.content)
+    assert body.partial_success.rejected_spans == 0
+    assert "cut at 10 characters" in body.partial_success.error_message
+    run = await Run.objects.aget(pk=(await received(user)).pk)
+    assert run.status == "succeeded" and run.final_answer == "It is sunn"
+    tool = await run.steps.aget(kind="tool")
+    assert tool.text == "sunny, 21 " and "output.value" in tool.meta["otel.cut"]
+
+
+async def test_traces_past_a_requests_limit_are_refused_as_a_partial_success(user, token,
+                                                                              settings):
+    settings.AGENTLAB_RECEIVER_MAX_TRACES_PER_REQUEST = 1
+    spans = AgentTrace().whole() + AgentTrace().whole()
+    body = ExportTraceServiceResponse.FromString((await send(token, encoded(spans))).content)
+    assert body.partial_success.rejected_spans == 4
+    assert await Run.objects.acount() == 1
+
+
+async def test_a_span_after_the_end_or_a_root_after_a_quiet_close_reads_the_run_again(
+        user, token):
+    agent = AgentTrace()
+    agent.start()
+    agent.llm_asks_tool()
+    agent.tool()
+    await send(token, encoded(agent.ended[:1]))
+    run = await received(user)
+    await sync_to_async(store.close_quiet)(timezone.now() + timedelta(seconds=301))
+    assert (await Run.objects.aget(pk=run.pk)).status == "interrupted"
+    agent.llm_answers()
+    agent.finish()
+    await send(token, encoded(agent.ended[2:]))  # the root (and more) after the quiet close
+    run = await Run.objects.aget(pk=run.pk)
+    assert run.status == "succeeded" and run.error == ""
+    assert [s.kind async for s in run.steps.order_by("seq")] == ["llm", "llm"]
+    await send(token, encoded(agent.ended[1:2]))  # the tool, late
+    run = await Run.objects.aget(pk=run.pk)
+    assert [s.kind async for s in run.steps.order_by("seq")] == ["llm", "tool", "llm"]
+    assert (run.status, run.tool_calls, run.step_count) == ("succeeded", 1, 3)

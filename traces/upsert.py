@@ -180,3 +180,19 @@ def add_step_counts(counts: Mapping[int, int]) -> None:
         cursor.executemany(
             f"UPDATE {qn(Run._meta.db_table)} SET {qn('step_count')} = {qn('step_count')} + %s "
             f"WHERE {qn('id')} = %s", [(n, run_id) for run_id, n in counts.items()])
+
+
+def update_rows(model: Any, objects: Sequence[Any], names: Sequence[str]) -> None:
+    """`UPDATE … SET <names> WHERE id = …` for each of `objects` (saved rows of `model`), their
+    values as the ORM would store them: one executemany. `bulk_update` builds a CASE of Q
+    objects per row and field, most of the CPU when a request updates a thousand rows."""
+    if not objects:
+        return
+    qn = connection.ops.quote_name
+    fields = [model._meta.get_field(name) for name in names]
+    sets = ", ".join(f"{qn(f.column)} = %s" for f in fields)
+    sql = f"UPDATE {qn(model._meta.db_table)} SET {sets} WHERE {qn(model._meta.pk.column)} = %s"
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, [
+            [f.get_db_prep_save(getattr(obj, f.attname), connection) for f in fields] + [obj.pk]
+            for obj in objects])

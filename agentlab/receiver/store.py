@@ -5,176 +5,238 @@ While a trace is open, each span becomes a step as it arrives: the step of the s
 belongs under if that one came already, else under a *placeholder* step that stands for the
 parent until it comes (OTLP sends a span when it ends, so parents come after their children).
 Seqs are given in order of arrival. When the root span arrives (or the trace goes quiet:
-`close_quiet`), the run is read whole: its steps become exactly what the file import makes of
-the same spans (traces.otel.steps.run_from_trace: depth first, by start time), its status,
-question, answer and totals with them. A span that comes again (an exporter's retry) changes
-nothing; one that comes after the end reads the run whole again.
+`close_quiet`), the run is read whole (agentlab/receiver/whole.py). A span that comes again
+(an exporter's retry) changes nothing; one that comes after the end reads the run whole again.
+
+A request's traces are stored together — their rows looked up, made and written a statement
+for all of them, not a transaction each: a batch of 512 spans often holds a hundred small
+traces. A trace that comes whole in one request is read whole from the spans in hand (nobody
+can be watching a run that did not exist); one that was open gets its live steps written and
+published first, and is read whole by `finish`, a second job on the writer thread, so the
+watchers see the last spans before the whole read.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from itertools import batched
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
+from agentlab.receiver import rows
 from agentlab.receiver.models import ReceivedSpan, ReceivedTrace
+from agentlab.receiver.whole import Ending, Event, read_whole
 from traces import upsert
 from traces.bundle_values import bad_value
-from traces.models import Run, Step
+from traces.models import Run
 from traces.otel.decode import Span
-from traces.otel.importer import OTLPError, draft
 from traces.otel.steps import step_from_span
-from traces.owners import RECEIVED
 from traces.schema import Step as StepRecord
 
-IN_CHUNK = 500  # span ids per IN (…) query, well under SQLite's bound-variable limit
+MAX_REASONS = 20  # things one reply's message says (a bad batch must not make a huge reply)
+IN_CHUNK = 500  # ids per IN (…) query, well under SQLite's bound-variable limit
 WAITING = ("A span whose children arrived first: OTLP sends a span when it ends, so this "
            "step fills in when it does.")
 
 
 @dataclass
 class Receipt:
-    """What one request did: the events to publish (persisted already), and the spans refused."""
+    """What one request did: the events to publish (persisted already), the traces to read
+    whole next (`finish`), and the spans refused."""
 
-    events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (run id, event)
+    events: list[Event] = field(default_factory=list)
+    ending: list[int] = field(default_factory=list)  # ReceivedTrace pks
     rejected: int = 0
     reasons: list[str] = field(default_factory=list)
-    runs: list[int] = field(default_factory=list)
 
     def refuse(self, count: int, reason: str) -> None:
         self.rejected += count
-        if reason not in self.reasons:
+        self.warn(reason)
+
+    def warn(self, reason: str) -> None:
+        """Say something in the reply's message (at most MAX_REASONS things)."""
+        if reason not in self.reasons and len(self.reasons) < MAX_REASONS:
             self.reasons.append(reason)
 
 
+@dataclass
+class _Batch:
+    """What the request writes, for all its traces at once."""
+
+    new_rows: list[ReceivedSpan] = field(default_factory=list)
+    filled: list[ReceivedSpan] = field(default_factory=list)
+    steps: list[tuple[int, StepRecord]] = field(default_factory=list)  # live (run id, step)
+    new_steps: dict[int, int] = field(default_factory=dict)  # run id -> rows it adds
+    whole: list[Ending] = field(default_factory=list)
+
+
 def receive(user: Any, project: str, groups: dict[str, list[Span]]) -> Receipt:
-    """Store each trace's spans and show them as steps (see the module's docstring)."""
-    receipt = Receipt()
-    arrived = time.time()
-    for trace_id, spans in groups.items():
-        with transaction.atomic():
-            _receive_trace(user, project, trace_id.lower(), spans, receipt, arrived)
+    """Store the request's spans and show them as steps (see the module's docstring)."""
+    receipt, batch, arrived = Receipt(), _Batch(), time.time()
+    most = settings.AGENTLAB_RECEIVER_MAX_TRACES_PER_REQUEST
+    wanted: dict[str, list[Span]] = {}
+    for n, (trace_id, spans) in enumerate(groups.items()):
+        if n >= most:
+            receipt.refuse(len(spans), f"a request may hold the spans of {most:,} traces "
+                                       "(AGENTLAB_RECEIVER_MAX_TRACES_PER_REQUEST)")
+            continue
+        for span in spans:
+            _cut_long_values(span, receipt)
+        wanted[trace_id.lower()] = spans
+    with transaction.atomic():
+        traces = rows.opened(user, project, wanted, receipt)
+        stored = rows.stored_rows(traces, wanted)
+        for trace_id, trace in traces.items():
+            _take(trace, wanted[trace_id], stored.get(trace.pk, {}), batch, receipt)
+        _write(traces.values(), batch)
+        for run_id, step in batch.steps:
+            receipt.events.append((run_id, _step_event(step, arrived)))
+        receipt.events += read_whole(batch.whole)
     return receipt
 
 
-def _receive_trace(user: Any, project: str, trace_id: str, spans: list[Span],
-                   receipt: Receipt, arrived: float) -> None:
-    trace = _trace(user, project, trace_id, spans, receipt)
-    if trace is None:
-        return
-    receipt.runs.append(trace.run_id)
-    rows = _rows(trace, {s.span_id for s in spans} | {s.parent_id for s in spans if s.parent_id})
+def finish(ending: list[int]) -> list[Event]:
+    """Read whole the traces a request ended that had been open (their status events)."""
+    with transaction.atomic():
+        traces = list(ReceivedTrace.objects.select_for_update().filter(pk__in=ending))
+        ReceivedTrace.objects.filter(pk__in=ending).update(done=True)
+        return read_whole([Ending(t) for t in traces])
+
+
+def close_quiet(now: datetime | None = None) -> list[Event]:
+    """Open traces whose last span came more than AGENTLAB_RECEIVER_QUIET_S ago end
+    interrupted with what they have; their status events (persisted)."""
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.AGENTLAB_RECEIVER_QUIET_S)
+    events: list[Event] = []
+    for pk in ReceivedTrace.objects.filter(done=False, last_span_at__lt=cutoff).values_list(
+            "pk", flat=True):
+        with transaction.atomic():
+            if not ReceivedTrace.objects.filter(pk=pk, done=False).update(done=True):
+                continue  # another process closed it meanwhile
+            events += read_whole([Ending(ReceivedTrace.objects.get(pk=pk))])
+    return events
+
+
+def _cut_long_values(span: Span, receipt: Receipt) -> None:
+    """Text attributes past AGENTLAB_RECEIVER_MAX_VALUE_CHARS are kept cut there, the span
+    saying which (meta `otel.cut`), and the exporter told in the reply's message."""
+    most = settings.AGENTLAB_RECEIVER_MAX_VALUE_CHARS
+    cut = [key for key, value in span.attributes.items()
+           if isinstance(value, str) and len(value) > most]
+    for key in cut:
+        span.attributes[key] = span.attributes[key][:most]
+    if cut:
+        span.attributes["otel.cut"] = ", ".join(cut)
+        receipt.warn(f"span {span.span_id}: {', '.join(cut)} cut at {most:,} characters "
+                     "(AGENTLAB_RECEIVER_MAX_VALUE_CHARS)")
+
+
+def _take(trace: ReceivedTrace, spans: list[Span], known: dict[str, ReceivedSpan],
+          batch: _Batch, receipt: Receipt) -> None:
+    """One trace's spans: new rows, live steps (an open trace), or its whole read (a trace
+    that came whole)."""
     fresh: list[Span] = []
+    seen: set[str] = set()
     for span in spans:
-        row = rows.get(span.span_id)
-        if row is not None and row.data is not None or span.span_id in {s.span_id for s in fresh}:
+        row = known.get(span.span_id)
+        if row is not None and row.data is not None or span.span_id in seen:
             continue  # an exporter's retry, or twice in one request: nothing arrives twice
+        seen.add(span.span_id)
         fresh.append(span)
     most = settings.AGENTLAB_RECEIVER_MAX_SPANS_PER_RUN
-    room = most - trace.spans
+    room = max(most - trace.spans, 0)
     if len(fresh) > room:
-        receipt.refuse(len(fresh) - max(room, 0), f"trace {trace_id} holds the {most:,} spans "
+        receipt.refuse(len(fresh) - room, f"trace {trace.trace_id} holds the {most:,} spans "
                        "one run may have (AGENTLAB_RECEIVER_MAX_SPANS_PER_RUN)")
-        fresh = fresh[:max(room, 0)]
+        fresh = fresh[:room]
     if not fresh:
         return
-    steps: list[StepRecord] = []
-    new_rows: list[ReceivedSpan] = []
-    filled: list[ReceivedSpan] = []
+    # A trace that came whole: no live steps (nobody can be watching a run that did not exist).
+    whole_now = trace.fresh and any(rows.is_root(s) for s in fresh)
+    # An ended trace's steps are its whole read's (numbered anew): a late span reads it again.
+    live = not whole_now and not trace.done
+    taken: list[Span] = []
     for span in fresh:
-        row = rows.get(span.span_id)
+        row = known.get(span.span_id)
         parent = None
         if span.parent_id and span.parent_id != span.span_id:
-            parent_row = rows.get(span.parent_id)
+            parent_row = known.get(span.parent_id)
             if parent_row is None:  # a child before its parent: a placeholder holds its place
-                parent_row = rows[span.parent_id] = ReceivedSpan(
+                parent_row = known[span.parent_id] = ReceivedSpan(
                     trace=trace, span_id=span.parent_id, seq=_take_seq(trace), data=None)
-                new_rows.append(parent_row)
-                steps.append(_placeholder(parent_row, span))
+                batch.new_rows.append(parent_row)
+                if live:
+                    _live(batch, trace, _placeholder(parent_row, span))
             parent = parent_row.seq
         seq = row.seq if row is not None else _take_seq(trace)
         step = step_from_span(span, seq, parent)
         if (bad := bad_value([step.input, step.output, step.meta])) is not None:
             receipt.refuse(1, f"span {span.span_id}: {bad[1]}")
             continue
-        data = _stored(span)
         if row is None:
-            rows[span.span_id] = row = ReceivedSpan(trace=trace, span_id=span.span_id, seq=seq,
-                                                    data=data)
-            new_rows.append(row)
-        else:
-            row.data = data
-            if row.pk is not None:
-                filled.append(row)
-        steps.append(step)
+            known[span.span_id] = row = ReceivedSpan(trace=trace, span_id=span.span_id, seq=seq)
+            batch.new_rows.append(row)
+            if live:
+                batch.new_steps[trace.run_id] = batch.new_steps.get(trace.run_id, 0) + 1
+        elif row.pk is not None:
+            batch.filled.append(row)
+        row.data = rows.stored(span)
+        taken.append(span)
         trace.spans += 1
-        if not span.parent_id or span.parent_id == span.span_id:
+        if rows.is_root(span):
             trace.root_span_id = span.span_id
-    _insert(new_rows)
-    ReceivedSpan.objects.bulk_update(filled, ["data"])
+        if live:
+            _live(batch, trace, step, counted=True)
     trace.last_span_at = timezone.now()
-    ended = bool(trace.root_span_id) or trace.done  # the root came, or it was closed quiet
-    if not ended:  # else the whole read below writes every step once, in its final place
-        _write_steps(trace.run_id, steps)
-    trace.done = ended
-    trace.save(update_fields=["next_seq", "spans", "root_span_id", "last_span_at", "done"])
-    if ended:  # read whole now (again, for a span that came after the end)
-        receipt.events += _read_whole(trace, quiet=not trace.root_span_id)
-    else:
-        _add_totals(trace.run_id, steps)
-        receipt.events += [(trace.run_id, _step_event(s, arrived)) for s in steps]
+    if whole_now:
+        trace.done = True
+        batch.whole.append(Ending(trace, taken))
+    elif trace.root_span_id or trace.done:  # the root came, or it came after a quiet close
+        receipt.ending.append(trace.pk)  # `finish` marks it done (if it fails: the quiet sweep)
 
 
-def _trace(user: Any, project: str, trace_id: str, spans: list[Span],
-           receipt: Receipt) -> ReceivedTrace | None:
-    """The trace's row, locked for this transaction; made with its run when new (None:
-    the user has as many open traces as one may)."""
-    found = ReceivedTrace.objects.select_for_update().filter(user=user, trace_id=trace_id).first()
-    if found is not None:
-        return found
-    limit = settings.AGENTLAB_RECEIVER_MAX_OPEN_TRACES
-    if limit and ReceivedTrace.objects.filter(user=user, done=False).count() >= limit:
-        receipt.refuse(len(spans), f"{limit:,} traces are open (no root span yet) for this user, "
-                       "the most one may have (AGENTLAB_RECEIVER_MAX_OPEN_TRACES)")
-        return None
-    first = min(spans, key=lambda s: s.start_ns)
-    service = str(first.resource.get("service.name") or "")
-    project = project or _project(first.resource)
-    run = Run.objects.create(
-        user=user, agent=None, agent_name=(service or first.name)[:200], status="running",
-        input=f"Receiving trace {trace_id} from {service or 'an OTLP exporter'}…",
-        worker=RECEIVED, started_at=_when(first.start_ns) or timezone.now(),
-        agent_snapshot={"imported_from": {"format": "otlp", "received": True,
-                                          "trace_id": trace_id, "service": service,
-                                          "project": project, "scope": first.scope}})
-    try:
-        with transaction.atomic():  # a savepoint: another request may make it first
-            return ReceivedTrace.objects.create(run=run, user=user, trace_id=trace_id,
-                                                project=project[:200],
-                                                last_span_at=timezone.now())
-    except IntegrityError:
-        run.delete()
-        return ReceivedTrace.objects.select_for_update().get(user=user, trace_id=trace_id)
+def _live(batch: _Batch, trace: ReceivedTrace, step: StepRecord, counted: bool = False) -> None:
+    batch.steps.append((trace.run_id, step))
+    if not counted:  # a placeholder is a new row too
+        batch.new_steps[trace.run_id] = batch.new_steps.get(trace.run_id, 0) + 1
 
 
-def _project(resource: dict[str, Any]) -> str:
-    return str(resource.get("openinference.project.name") or resource.get("service.name") or "")
+def _write(traces: Any, batch: _Batch) -> None:
+    rows.insert(batch.new_rows)
+    upsert.update_rows(ReceivedSpan, batch.filled, ["data"])
+    for chunk in batched(batch.steps, upsert.ROWS_PER_STATEMENT):
+        upsert.execute(upsert.statements(chunk))
+    _add_live_totals(batch)
+    upsert.update_rows(ReceivedTrace, list(traces),
+                       ["next_seq", "spans", "root_span_id", "last_span_at", "done"])
 
 
-def _rows(trace: ReceivedTrace, span_ids: Iterable[str]) -> dict[str, ReceivedSpan]:
-    rows: dict[str, ReceivedSpan] = {}
-    for chunk in batched(sorted(span_ids), IN_CHUNK):
-        for row in ReceivedSpan.objects.filter(trace=trace, span_id__in=chunk):
-            rows[row.span_id] = row
-    return rows
+def _add_live_totals(batch: _Batch) -> None:
+    """The live runs' counts so far, one statement for all (the whole read sets them exactly)."""
+    totals: dict[int, list[float]] = {}
+    for run_id, step in batch.steps:
+        t = totals.setdefault(run_id, [0, 0, 0, 0, 0.0])
+        if step.kind == "llm":
+            t[0] += 1
+            t[2] += step.tokens_in
+            t[3] += step.tokens_out
+            t[4] += step.cost_usd
+        elif step.kind == "tool":
+            t[1] += 1
+    if not totals:
+        return
+    qn = connection.ops.quote_name
+    columns = ("step_count", "llm_calls", "tool_calls", "tokens_in", "tokens_out", "cost_usd")
+    sets = ", ".join(f"{qn(c)} = {qn(c)} + %s" for c in columns)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {qn(Run._meta.db_table)} SET {sets} WHERE {qn('id')} = %s",
+            [(batch.new_steps.get(run_id, 0), *t, run_id) for run_id, t in totals.items()])
 
 
 def _take_seq(trace: ReceivedTrace) -> int:
@@ -189,126 +251,8 @@ def _placeholder(row: ReceivedSpan, child: Span) -> StepRecord:
                       meta={"otel.span_id": row.span_id, "placeholder": True})
 
 
-def _stored(span: Span) -> dict[str, Any]:
-    # Shallow: its values are JSON already (dataclasses.asdict deep-copies them, ~50 µs each).
-    return {f: getattr(span, f) for f in _SPAN_FIELDS}
-
-
-_SPAN_FIELDS = [f.name for f in dataclasses.fields(Span)]
-
-
-def _span(data: dict[str, Any]) -> Span:
-    return Span(**{**data, "events": [tuple(e) for e in data.get("events") or []]})
-
-
-def _insert(rows: list[ReceivedSpan]) -> None:
-    """ReceivedSpan rows in one statement per IN_CHUNK (bulk_create builds a model's worth of
-    work per row; these are the receiver's most written rows)."""
-    if not rows:
-        return
-    qn = connection.ops.quote_name
-    data = ReceivedSpan._meta.get_field("data")
-    head = (f"INSERT INTO {qn(ReceivedSpan._meta.db_table)} ({qn('trace_id')}, {qn('span_id')}, "
-            f"{qn('seq')}, {qn('data')}) VALUES ")
-    with connection.cursor() as cursor:
-        for chunk in batched(rows, IN_CHUNK):
-            params: list[Any] = []
-            for row in chunk:
-                params += [row.trace_id, row.span_id, row.seq,
-                           data.get_db_prep_save(row.data, connection)]
-            cursor.execute(head + ", ".join(["(%s, %s, %s, %s)"] * len(chunk)), params)
-
-
-def _write_steps(run_id: int, steps: list[StepRecord]) -> None:
-    if steps:
-        upsert.execute(upsert.statements((run_id, s) for s in steps))
-        # Counted from the rows: a span that fills its placeholder adds no row.
-        Run.objects.filter(pk=run_id).update(step_count=Step.objects.filter(run_id=run_id).count())
-
-
-def _add_totals(run_id: int, steps: list[StepRecord]) -> None:
-    """The live run's counts so far (the whole read at the end sets them exactly)."""
-    from django.db.models import F
-
-    llm = [s for s in steps if s.kind == "llm"]
-    tools = sum(s.kind == "tool" for s in steps)
-    if llm or tools:
-        Run.objects.filter(pk=run_id).update(
-            llm_calls=F("llm_calls") + len(llm), tool_calls=F("tool_calls") + tools,
-            tokens_in=F("tokens_in") + sum(s.tokens_in for s in llm),
-            tokens_out=F("tokens_out") + sum(s.tokens_out for s in llm),
-            cost_usd=F("cost_usd") + sum(s.cost_usd for s in llm))
-
-
 def _step_event(step: StepRecord, arrived: float) -> dict[str, Any]:
     # version: a placeholder is 1, its span 2 (the page caches a rendering by seq and version).
     return {"type": "run.step", "seq": step.seq, "step": step.to_dict(),
             "version": 1 if step.meta.get("placeholder") else 2,
             "recorded_at": arrived, "sent_at": time.time()}
-
-
-def _read_whole(trace: ReceivedTrace, *, quiet: bool) -> list[tuple[int, dict[str, Any]]]:
-    """The run's steps and fields from all its spans, as the file import makes them; its
-    status event. `quiet`: no root came, so it ends interrupted with what it has."""
-    spans = [_span(data) for data in ReceivedSpan.objects.filter(
-        trace=trace, data__isnull=False).order_by("seq").values_list("data", flat=True)]
-    run = Run.objects.get(pk=trace.run_id)
-    if not spans:
-        fields: dict[str, Any] = {}
-        steps: list[StepRecord] = []
-        error = "no spans of this trace could be stored"
-    else:
-        try:
-            fields, steps = draft(trace.trace_id, spans)
-            error = ""
-        except OTLPError as exc:  # the live steps stay; the run says why it cannot be read
-            fields, steps, error = {}, [], str(exc)
-        except RecursionError:  # JSON in a JSON attribute nested past Python's parser
-            fields, steps, error = {}, [], "nested too deep to read"
-    if steps:
-        Step.objects.filter(run_id=run.pk).delete()
-        for chunk in batched(steps, upsert.ROWS_PER_STATEMENT):
-            upsert.execute(upsert.statements((run.pk, s) for s in chunk))
-    imported = dict((fields.get("agent_snapshot") or {}).get("imported_from") or {})
-    snapshot = {**run.agent_snapshot, "imported_from": {
-        **run.agent_snapshot.get("imported_from", {}), **imported, "received": True,
-        "project": trace.project}}
-    update: dict[str, Any] = {k: v for k, v in fields.items()
-                              if k not in ("agent_snapshot", "agent") and v is not None}
-    update |= {"agent_snapshot": snapshot,
-               "step_count": Step.objects.filter(run_id=run.pk).count()}
-    update.setdefault("finished_at", timezone.now())
-    if quiet or error:
-        update["status"] = "interrupted" if quiet else "failed"
-        why = (f"No root span arrived within {settings.AGENTLAB_RECEIVER_QUIET_S:,} s of this "
-               "trace's last span (AGENTLAB_RECEIVER_QUIET_S): it ends with what it has."
-               if quiet else "")
-        update["error"] = " ".join(filter(None, [why, error and
-                                                 f"It could not be read whole: {error}"]))
-    Run.objects.filter(pk=run.pk).update(**update)
-    run.refresh_from_db()
-    detail = {"answer": run.final_answer, "error": run.error,
-              "totals": {k: getattr(run, k) for k in ("llm_calls", "tool_calls", "tokens_in",
-                                                       "tokens_out", "cost_usd", "wall_ms")}}
-    return [(run.pk, {"type": "run.status", "status": run.status, "detail": detail})]
-
-
-def close_quiet(now: datetime | None = None) -> list[tuple[int, dict[str, Any]]]:
-    """Open traces whose last span came more than AGENTLAB_RECEIVER_QUIET_S ago end
-    interrupted with what they have; their status events (persisted)."""
-    cutoff = (now or timezone.now()) - timedelta(seconds=settings.AGENTLAB_RECEIVER_QUIET_S)
-    events: list[tuple[int, dict[str, Any]]] = []
-    for pk in ReceivedTrace.objects.filter(done=False, last_span_at__lt=cutoff).values_list(
-            "pk", flat=True):
-        with transaction.atomic():
-            if not ReceivedTrace.objects.filter(pk=pk, done=False).update(done=True):
-                continue  # another process closed it meanwhile
-            events += _read_whole(ReceivedTrace.objects.get(pk=pk), quiet=True)
-    return events
-
-
-def _when(ns: int) -> datetime | None:
-    try:
-        return datetime.fromtimestamp(ns / 1e9, tz=UTC) if ns else None
-    except (OverflowError, OSError, ValueError):
-        return None

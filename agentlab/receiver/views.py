@@ -89,7 +89,12 @@ async def _admitted(request: HttpRequest, encoding: protocol.Encoding, user: Any
         log.exception("received spans could not be stored")
         return _error(encoding, 503, "The spans could not be stored just now; nothing of them "
                                      "was kept. The exporter sends them again.", 5)
-    publish(receipt.events)
+    publish(receipt.events)  # the live steps first, then the whole read of what they ended
+    if receipt.ending:
+        try:
+            publish(await WRITER.call(store.finish, receipt.ending))
+        except Exception:  # stored, but not read whole yet: the quiet sweep will
+            log.exception("received traces could not be read whole")
     closer.ensure_running()
     return _answer(protocol.reply(encoding, rejected=receipt.rejected,
                                   message="; ".join(receipt.reasons)))

@@ -28,9 +28,9 @@ from agentlab.models import Agent
 from agentlab.runs.room import RunLimit, ensure_room
 from agentlab.runs.snapshot import create_run, queued_run
 from traces.models import Run
-from traces.owners import process_id
+from traces.owners import RECEIVED, process_id
 
-__all__ = ["RunLimit", "reserve", "start_run", "start_runs"]
+__all__ = ["RunLimit", "received_runs", "reserve", "start_run", "start_runs"]
 
 What = Agent | Mapping[str, Any]  # an agent row, or a snapshot already bound (a fork's)
 
@@ -83,3 +83,13 @@ def _create(user: Any, what: What, question: str, history: list[dict[str, Any]] 
         return create_run(what, user, question, history=history, timeout_cap_s=timeout_cap_s,
                           worker=worker, **related)
     return queued_run(dict(what), user, question, history=history, worker=worker, **related)
+
+
+def received_runs(user: Any, fields: Sequence[Mapping[str, Any]]) -> list[Run]:
+    """Runs that no process here executes: one per trace the OTLP receiver opens
+    (agentlab.receiver), `running` from their first span, owned by RECEIVED (the start-up
+    sweep leaves them to the receiver, which ends them), holding no place under the per-user
+    limit. `fields`: each run's agent_name, input, started_at and agent_snapshot. In one
+    statement: a request may open a thousand traces."""
+    return Run.objects.bulk_create(
+        Run(user=user, agent=None, status="running", worker=RECEIVED, **f) for f in fields)
