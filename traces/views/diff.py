@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from traces.diff import diff_steps, totals_from_run
+from traces.models import Run
 from traces.views.run import visible_run
 
 MAX_ROWS = 3000  # beyond this many rows the page shows the first ones and says so
@@ -26,6 +29,11 @@ def _pair(request: HttpRequest) -> tuple[int, int]:
 def run_diff(request: HttpRequest) -> HttpResponse:
     pk_a, pk_b = _pair(request)
     run_a, run_b = visible_run(request, pk_a), visible_run(request, pk_b)
+    return render(request, "traces/diff.html", diff_context(run_a, run_b))
+
+
+def diff_context(run_a: Run, run_b: Run) -> dict[str, Any]:
+    """What the diff page's partials show for two runs the caller has authorized."""
     steps_a = [s.to_record() for s in run_a.steps.all()]
     steps_b = [s.to_record() for s in run_b.steps.all()]
     result = diff_steps(steps_a, steps_b, totals_a=totals_from_run(run_a),
@@ -41,11 +49,11 @@ def run_diff(request: HttpRequest) -> HttpResponse:
     ]
     counts = {op: sum(1 for r in result.rows if r.op == op)
               for op in ("equal", "changed", "inserted", "deleted")}
-    return render(request, "traces/diff.html", {
+    return {
         "a": run_a, "b": run_b, "rows": _fold(rows), "summary": summary, "figures": figures,
         "first": result.first_divergence, "counts": counts,
         "cut": len(result.rows) - MAX_ROWS if len(result.rows) > MAX_ROWS else 0,
-    })
+    }
 
 
 def _fold(rows: list[dict]) -> list[dict]:
