@@ -137,7 +137,7 @@ def test_a_reviewer_works_through_a_queue_and_the_answers_are_feedback(staff, us
     page = alice.get(first.url).content.decode()
     # The trace (the run page's step partial) beside the rubric, and where we are.
     assert 'id="step-3"' in page and "get_weather" in page
-    assert "item 1 of 3" in page and "0 / 3</strong> reviewed by you" in page
+    assert "Item 1 of 3" in page and "0 / 3</strong> reviewed by you" in page
     assert f'name="key-{relevance.pk}"' in page and 'name="thumbs"' in page
     # A folded payload opens through the queue, not the run's page.
     assert f"/review/runs/{runs[0].pk}/steps/6/payload/" in page
@@ -204,8 +204,8 @@ def test_two_reviewers_their_answers_and_their_agreement(staff, user, other_user
     page = client_of(staff).get(f"/review/{queue.pk}/").content.decode()
     row = page[page.index(f'id="item-{items[1].pk}"'):]
     row = row[:row.index("</tr>")]
-    assert "<strong>alice</strong>: relevance 3, thumbs up" in row
-    assert "<strong>bob</strong>: relevance 4, thumbs up" in row and "“4!”" in row
+    assert "<strong>alice</strong>: thumbs up, relevance 3" in row
+    assert "<strong>bob</strong>: thumbs up, relevance 4" in row and "“4!”" in row
     assert "2 / 2" in row
     table = page[page.index('id="agreement"'):page.index('id="items"')]
     # thumbs: 3 of 3 agree; relevance: 2 of 3 agree, mean distance 1/3

@@ -177,13 +177,13 @@ def _feedback(queue: Queue, items: Sequence[Item], reviews: Sequence[Review]
               ) -> dict[tuple[int, int], list[Feedback]]:
     if queue.pairwise:
         return {}
-    names = [k.name for k in rubric(queue)] + [THUMBS, "note"]
+    names = [THUMBS] + [k.name for k in rubric(queue)] + ["note"]  # the rubric's order
     rows = Feedback.objects.filter(
         run_id__in={i.run_id for i in items}, seq=RUN, name__in=names,
         author_id__in={r.reviewer_id for r in reviews if r.status == DONE}
-    ).select_related("key").order_by("name")
+    ).select_related("key")
     found: dict[tuple[int, int], list[Feedback]] = defaultdict(list)
-    for row in rows:
+    for row in sorted(rows, key=lambda r: names.index(r.name)):
         found[(row.run_id, row.author_id)].append(row)
     return found
 

@@ -169,7 +169,7 @@ class AnswerForm(forms.Form):
 
 
 class PairForm(forms.Form):
-    choice = forms.ChoiceField(label="Which is better", choices=CHOICES, widget=forms.RadioSelect,
+    choice = forms.ChoiceField(label="Your choice", choices=CHOICES, widget=forms.RadioSelect,
                                error_messages={"required": "Say which is better: A, B or a tie."})
 
     def __init__(self, data: Any = None, *, initial_choice: str = "", note: str = "") -> None:
