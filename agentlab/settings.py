@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "agentlab.tokens",
     "agentlab.receiver",
     "agentlab.feedback",
+    "agentlab.review",
     "traces",
 ]
 
@@ -191,6 +192,9 @@ AGENTLAB_MAX_TOKENS = env_int("AGENTLAB_MAX_TOKENS", 20)
 # an imported or a scorer's label), in characters.
 AGENTLAB_FEEDBACK_NOTE_CHARS = env_int("AGENTLAB_FEEDBACK_NOTE_CHARS", 4_000)
 AGENTLAB_FEEDBACK_LABEL_CHARS = env_int("AGENTLAB_FEEDBACK_LABEL_CHARS", 100)
+# Review queues' rules (docs/REVIEW.md): every this many seconds a web process's thread adds
+# the new runs that match them; 0: none (run `manage.py review_sync` instead).
+AGENTLAB_REVIEW_SYNC_S = env_int("AGENTLAB_REVIEW_SYNC_S", 30)
 # Seconds a tool call waits for approve or deny before it is denied and the run goes on.
 AGENTLAB_APPROVAL_TTL_S = env_int("AGENTLAB_APPROVAL_TTL_S", 30 * 60)
 # Events one run socket may have waiting to be sent; past it the socket is closed with 1013

@@ -24,6 +24,10 @@ os.environ.setdefault("AGENTLAB_KEY_VARIABLES", ",".join([
     "AGENTLAB_TEST_SECRET_KEY", "AGENTLAB_UNSET_KEY", "LAB_MCP_TOKEN", "P_API_KEY",
     "PROVIDER_API_KEY", "HELPER_KEY"]))
 
+# No review-rules thread in the processes tests start (daphne): a test runs the pass itself
+# (agentlab/review/sync.py); in this process the fixture below turns it off.
+os.environ.setdefault("AGENTLAB_REVIEW_SYNC_S", "0")
+
 pytest_plugins = ["tests.fixtures", "tests.llm_servers", "tests.browser_fixtures",
                   "tests.redis_fixtures", "tests.sockets", "tests.otel_fixtures",
                   "tests.phoenix_fixtures"]
@@ -50,6 +54,15 @@ def one_round_password_hashes() -> None:
     settings.PASSWORD_HASHERS = ["tests.hashers.OneRoundPBKDF2"]
     hashers.get_hashers.cache_clear()
     hashers.get_hashers_by_algorithm.cache_clear()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_review_rules_thread() -> None:
+    """Requests of the test client would start the review rules' thread (on its first
+    request), which would write into the tests' database from another thread."""
+    from django.conf import settings
+
+    settings.AGENTLAB_REVIEW_SYNC_S = 0
 
 
 @pytest.fixture(scope="session")

@@ -149,3 +149,20 @@ def run_with_totals(user, agent="Alpha", status="succeeded", paradigm="react", m
     if days_ago:
         Run.objects.filter(pk=run.pk).update(created=timezone.now() - timedelta(days=days_ago))
     return run
+
+
+def make_queue(owner, reviewers=(), *, name: str = "Answers", mode: str = "single",
+               keys=(), thumbs: bool = True, needed: int = 1, runs=(), pairs=()):
+    """A review queue of staff `owner`, with its reviewers and rubric keys; `runs` (or, for a
+    pairwise queue, `pairs` of runs) put in by the owner."""
+    from agentlab.review.models import Item, Queue
+
+    queue = Queue.objects.create(name=name, mode=mode, owner=owner, thumbs=thumbs,
+                                 reviews_needed=needed)
+    queue.reviewers.set(reviewers)
+    queue.keys.set(keys)
+    for run in runs:
+        Item.objects.create(queue=queue, run=run, added_by=owner)
+    for a, b in pairs:
+        Item.objects.create(queue=queue, run=a, run_b=b, added_by=owner)
+    return queue

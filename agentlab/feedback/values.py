@@ -20,7 +20,9 @@ KINDS: dict[Kind, str] = {
     "boolean": "yes or no",
 }
 THUMBS, NOTE = "thumbs", "note"
-RESERVED = frozenset({THUMBS, NOTE})
+# A review queue's pairwise choice (agentlab/review/): better / worse / tie, on both runs.
+PAIRWISE = "pairwise"
+RESERVED = frozenset({THUMBS, NOTE, PAIRWISE})
 NAME_CHARS = 64
 # A key's name is a word people type in the runs list's filter ("relevance>=4"): no spaces.
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]*")

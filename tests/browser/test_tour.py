@@ -255,3 +255,59 @@ def test_long_diff_page(tour, browser_page, staff):
     tour.shoot("long-diff", f"/runs/diff/?a={a.pk}&b={b.pk}")
     assert tour.problems == [], "\n".join(tour.problems)
     assert browser_page.js_errors == []
+
+
+def test_review_queue_pages(tour, browser_page, staff, django_user_model):
+    """Review queues (agentlab/review/): the queues, a queue with who said what, agreement
+    and rules, an item with the trace beside the rubric and the keys shown, a pairwise item,
+    sending the runs list's filter to a queue, a new queue."""
+    from agentlab.feedback.models import FeedbackKey
+    from agentlab.review import answers
+    from agentlab.review.models import Rule
+    from tests.factories import make_queue, make_run
+
+    page = browser_page
+    relevance = FeedbackKey.objects.create(name="relevance", kind="numeric", minimum=1,
+                                           maximum=5, description="How well it answers")
+    tone = FeedbackKey.objects.create(name="tone", kind="categories",
+                                      labels=["rude", "neutral", "kind"], position=1)
+    ana = django_user_model.objects.create_user("ana")
+    ben = django_user_model.objects.create_user("ben")
+    runs = [make_run(staff, agent_name="Weather agent", input=f"What is the weather in {city}?")
+            for city in ("Paris", "Rome", "Oslo", "Lima")]
+    queue = make_queue(staff, [staff, ana, ben], keys=[relevance, tone], runs=runs, needed=2,
+                       name="Weather answers")
+    queue.instructions = ("Is the answer right for the city asked about? Rate relevance 1–5, "
+                          "and the tone.")
+    queue.save()
+    Rule.objects.create(queue=queue, query="agent=Weather+agent&status=failed", percent=10)
+    items = list(queue.items.order_by("pk"))
+    given = {ana: [("5", "kind", "up"), ("3", "neutral", "up"), ("2", "rude", "down")],
+             ben: [("5", "kind", "up"), ("4", "neutral", "up"), ("1", "neutral", "down")]}
+    for person, values in given.items():
+        for item, (score, label, thumb) in zip(items, values, strict=False):
+            answers.answer(item, person, [relevance, tone],
+                           {f"key-{relevance.pk}": score, f"key-{tone.pk}": label,
+                            "thumbs": thumb, "note": "Checked against the forecast."
+                            if score == "3" else ""}, {})
+    tour.shoot("review-queues", "/review/")
+    tour.shoot("review-queue", f"/review/{queue.pk}/")
+    tour.shoot("review-item", f"/review/{queue.pk}/items/{items[3].pk}/")
+    page.keyboard.press("?")
+    expect(page.locator("#review-keys")).to_be_visible()
+    tour.shoot("review-item-keys")
+    page.keyboard.press("Escape")
+
+    a = make_run(staff, agent_name="ReAct", input="What is the weather in Paris?")
+    b = make_run(staff, agent_name="ReWOO", input="What is the weather in Paris?",
+                 steps=[{"kind": "tool", "name": "get_weather", "input": {"city": "Paris"},
+                         "text": "Rain, 14 C"},
+                        {"kind": "final", "text": "It rains in Paris.",
+                         "output": "It rains in Paris."}])
+    pairwise = make_queue(staff, [staff, ana], mode="pairwise", name="ReAct or ReWOO",
+                          pairs=[(a, b)])
+    tour.shoot("review-pairwise", f"/review/{pairwise.pk}/items/{pairwise.items.get().pk}/")
+    tour.shoot("review-fill", "/review/fill/?agent=Weather+agent")
+    tour.shoot("review-new", "/review/new/")
+    assert tour.problems == [], "\n".join(tour.problems)
+    assert page.js_errors == []

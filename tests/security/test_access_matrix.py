@@ -31,12 +31,13 @@ from agentlab.compare.models import Comparison, ComparisonEntry
 from agentlab.evals import runner
 from agentlab.evals.models import Case, PlaygroundCase, Suite
 from agentlab.feedback.models import Feedback
+from agentlab.review.models import Rule
 from agentlab.routing import websocket_urlpatterns
 from agentlab.runs import engine as run_engine
 from agentlab.runs import execution
 from agentlab.runs.snapshot import create_run
 from agentlab.tokens.models import create_token
-from tests.factories import make_agents, scripted_profile
+from tests.factories import make_agents, make_queue, scripted_profile
 from tests.sockets import headers
 from traces import access
 from traces.models import Run, Step
@@ -148,6 +149,24 @@ MATRIX: dict[str, Row] = {
     "feedback:thumbs": Row("/feedback/runs/{run}/0/thumbs/", "post", {"value": "up"}),
     "feedback:edit": Row("/feedback/{feedback}/edit/", "post", {"note": "y"}, **PERSONAL),
     "feedback:delete": Row("/feedback/{feedback}/delete/", "post", **PERSONAL),
+    # review queues: root's queue (named SECRET), alice its reviewer; made, changed and
+    # filled by staff only; its pages and items reached by its reviewers and staff
+    "review:index": lists("/review/"),
+    "review:new": Row("/review/new/", "post", {"name": ""}, owner="404"),
+    "review:fill": Row("/review/fill/", "post", {"queue": "{queue}", "query": "status=failed"},
+                       owner="404"),
+    "review:send_pair": Row("/review/pair/?a={run}&b={second}", owner="404"),
+    "review:queue": Row("/review/{queue}/"),
+    "review:edit": Row("/review/{queue}/edit/", "post", {"name": ""}, owner="404"),
+    "review:rule_add": Row("/review/{queue}/rules/", "post", {"which": "failed",
+                                                              "percent": "10"}, owner="404"),
+    "review:rule_delete": Row("/review/{queue}/rules/{rule}/delete/", "post", owner="404"),
+    "review:work": Row("/review/{queue}/work/"),
+    "review:item": Row("/review/{queue}/items/{item}/"),
+    "review:answer": Row("/review/{queue}/items/{item}/answer/", "post", {"thumbs": "up"}),
+    "review:skip": Row("/review/{queue}/items/{item}/skip/", "post"),
+    "review:step_payload": Row("/review/runs/{run}/steps/1/payload/input/"),
+    "review:step_messages": Row("/review/runs/{run}/steps/1/messages/"),
 }
 SOCKETS: dict[str, Row] = {
     "ws/runs/<int:run_id>/": Row("/ws/runs/{run}/", anonymous="refused", other="refused",
@@ -248,7 +267,10 @@ def world(django_user_model, monkeypatch) -> dict[str, Any]:
                                        author_name="alice")
     pcase = PlaygroundCase.objects.create(user=alice, name=SECRET, source_run=run, source_seq=1,
                                           messages=[{"role": "user", "content": SECRET}])
-    ids = {"token": token.pk, "feedback": feedback.pk, "run": run.pk, "second": second.pk,
+    queue = make_queue(users["staff"], [alice], name=SECRET, runs=[run])
+    rule = Rule.objects.create(queue=queue, query="status=failed")
+    ids = {"queue": queue.pk, "item": queue.items.get().pk, "rule": rule.pk,
+           "token": token.pk, "feedback": feedback.pk, "run": run.pk, "second": second.pk,
            "comparison": comparison.pk, "experiment": experiment.pk, "earlier": earlier.pk,
            "suite": suite.pk, "conversation": conversation.pk, "agent": agents[0].pk,
            "pcase": pcase.pk}

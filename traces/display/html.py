@@ -41,8 +41,11 @@ def _url(name: str, pk: Any, seq: int, *rest: Any) -> str:
     return _pattern(name, pk, *rest).replace(str(_SEQ), str(int(seq)))
 
 
-def step_html(step: StepView, run: Any) -> SafeString:
-    """`run`: the Run (or anything with its pk); falsy for a page without step actions."""
+def step_html(step: StepView, run: Any, *, via: str = "") -> SafeString:
+    """`run`: the Run (or anything with its pk); falsy for a page without step actions.
+    `via`: a URL namespace ("review:") whose `step_payload` and `step_messages` open the
+    folded parts instead of the run's own (a page that shows the run to someone who may not
+    open its page); no step actions then."""
     pk = getattr(run, "pk", None)
     kind, seq, depth = _e(step.kind), _e(step.seq), _e(step.depth)
     state = " is-error" if step.status == "error" else (
@@ -63,7 +66,7 @@ def step_html(step: StepView, run: Any) -> SafeString:
         status = _e(step.status)
         parts.append(f'    <span class="status status-{status}">{status}</span>\n')
     parts.append(_figures(step))
-    if run:
+    if run and not via:
         parts.append(_actions(step, run, pk))
     parts.append("  </header>\n")
     if step.facts:
@@ -79,15 +82,16 @@ def step_html(step: StepView, run: Any) -> SafeString:
                      f'<code>{_e(call.name)}</code>{error}{call.arguments}</div>\n')
     for key, code in step.code:  # highlighted: safe
         parts.append(f'  <div class="field"><div class="label">{_e(key)}</div>{code}</div>\n')
-    parts += [_payload(p, step, pk) for p in step.payloads if p.field == "input"]
-    parts.append(_text(step, pk))
-    parts += [_payload(p, step, pk) for p in step.payloads if p.field != "input"]
+    parts += [_payload(p, step, pk, via) for p in step.payloads if p.field == "input"]
+    parts.append(_text(step, pk, via))
+    parts += [_payload(p, step, pk, via) for p in step.payloads if p.field != "input"]
     if step.traceback:
         parts.append('  <details class="payload"><summary>Traceback</summary>'
                      f'<div class="hl"><pre>{_e(step.traceback)}</pre></div></details>\n')
     if step.is_llm:
+        messages = _url(f"{via}step_messages", pk, step.seq)
         parts.append(
-            f'  <details class="payload messages" hx-get="{_url("step_messages", pk, step.seq)}"'
+            f'  <details class="payload messages" hx-get="{messages}"'
             ' hx-trigger="toggle once" hx-target="find .payload-body">\n    <summary>Messages '
             '<span class="muted">— the conversation as the model saw it</span></summary>'
             f'{LOADING}</details>\n')
@@ -146,10 +150,10 @@ def _actions(step: StepView, run: Any, pk: Any) -> str:
     return f'    <span class="step-actions">{inner}\n    </span>\n'
 
 
-def _text(step: StepView, pk: Any) -> str:
+def _text(step: StepView, pk: Any, via: str = "") -> str:
     label = _e(step.text_label)
     if step.text is None:  # too long: fetched when opened
-        return _lazy(_url("step_payload", pk, step.seq, "text"),
+        return _lazy(_url(f"{via}step_payload", pk, step.seq, "text"),
                      f"{label} · {_e(format_size(step.text_size or 0))}")
     if not step.text:
         return ""
@@ -157,14 +161,14 @@ def _text(step: StepView, pk: Any) -> str:
     return f'  <div class="field text-field"><div class="label">{label}</div>{body}</div>\n'
 
 
-def _payload(p: Payload, step: StepView, pk: Any) -> str:
+def _payload(p: Payload, step: StepView, pk: Any, via: str = "") -> str:
     label, size = _e(p.label), _e(format_size(p.size or 0))
     if p.html and p.open:
         return (f'  <div class="field"><div class="label">{label} <span class="muted">{size}'
                 f"</span></div>{p.html}</div>\n")
     if p.html:
         return f'  <details class="payload"><summary>{label} · {size}</summary>{p.html}</details>\n'
-    return _lazy(_url("step_payload", pk, step.seq, p.field),
+    return _lazy(_url(f"{via}step_payload", pk, step.seq, p.field),
                  f'{label} · {size} <span class="muted">(loaded when opened)</span>')
 
 

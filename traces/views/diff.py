@@ -5,12 +5,15 @@ rows, and the inside of folds, come by htmx from the same URL with `part=rows`."
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
 from traces.diff import diff_steps, totals_from_run, word_diffs
 from traces.diff_pages import PAGE_ROWS, Subtrees, page, start_of
+from traces.models import Run
 from traces.views.run import visible_run
 
 
@@ -38,23 +41,32 @@ def run_diff(request: HttpRequest) -> HttpResponse:
     opened up to `stop`, `flat`)."""
     pk_a, pk_b = _pair(request)
     run_a, run_b = visible_run(request, pk_a), visible_run(request, pk_b)
+    part = request.GET.get("part") == "rows"
+    context = diff_context(run_a, run_b, at=_int(request, "at"), stop=_int(request, "stop"),
+                           rows_only=part, flat=part and request.GET.get("flat") == "1")
+    if part:
+        return render(request, "traces/diff.html#diffrows", context)
+    return render(request, "traces/diff.html", context)
+
+
+def diff_context(run_a: Run, run_b: Run, *, at: int | None = None, stop: int | None = None,
+                 rows_only: bool = False, flat: bool = False) -> dict[str, Any]:
+    """What the diff page and its partials show for two runs the caller has authorized (the
+    review queue's pairwise item shows its summary and first page too)."""
     steps_a = [s.to_record() for s in run_a.steps.all()]
     steps_b = [s.to_record() for s in run_b.steps.all()]
     result = diff_steps(steps_a, steps_b, totals_a=totals_from_run(run_a),
                         totals_b=totals_from_run(run_b), shown=0)
-    at = _int(request, "at")
     at = start_of(result.first_divergence) if at is None else at
-    part = request.GET.get("part") == "rows"
-    shown = page(result.rows, Subtrees(result.rows), at, stop=_int(request, "stop"),
-                 flat=part and request.GET.get("flat") == "1", size=PAGE_ROWS)
+    shown = page(result.rows, Subtrees(result.rows), at, stop=stop, flat=flat, size=PAGE_ROWS)
     word_diffs(item.row for item in shown.items if item.kind == "row" and item.row)
-    base = f"{reverse('run_diff')}?a={pk_a}&b={pk_b}"
-    stop = _int(request, "stop")
-    more = f"{base}&part=rows" + (f"&stop={stop}&flat=1" if part and stop is not None else "")
+    base = f"{reverse('run_diff')}?a={run_a.pk}&b={run_b.pk}"
+    more = f"{base}&part=rows" + (f"&stop={stop}&flat=1" if rows_only and stop is not None
+                                  else "")
     context = {"a": run_a, "b": run_b, "page": shown, "first": result.first_divergence,
                "base": base, "more": more, "earlier": max(0, shown.at - PAGE_ROWS)}
-    if part:
-        return render(request, "traces/diff.html#diffrows", context)
+    if rows_only:
+        return context
     summary = result.summary
     figures = [
         {"label": label, "a": summary.totals_a.get(key), "b": summary.totals_b.get(key),
@@ -65,7 +77,5 @@ def run_diff(request: HttpRequest) -> HttpResponse:
     ]
     counts = {op: sum(1 for r in result.rows if r.op == op)
               for op in ("equal", "changed", "inserted", "deleted")}
-    return render(request, "traces/diff.html", {
-        **context, "summary": summary, "figures": figures, "counts": counts,
-        "total": len(result.rows),
-    })
+    return {**context, "summary": summary, "figures": figures, "counts": counts,
+            "total": len(result.rows)}

@@ -172,10 +172,14 @@ def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
 
 def step_payload(request: HttpRequest, pk: int, seq: int, field: str) -> HttpResponse:
     """One step's full input, output or text, highlighted (opened from a collapsed payload)."""
+    return payload_response(visible_run(request, pk), seq, field)
+
+
+def payload_response(run: Run, seq: int, field: str) -> HttpResponse:
+    """Step `seq`'s `field` of a run the caller has authorized."""
     if field not in PAYLOAD_FIELDS:
         raise Http404("no such payload")
-    step = get_object_or_404(Step.objects.only("pk", field), run=visible_run(request, pk),
-                             seq=seq)
+    step = get_object_or_404(Step.objects.only("pk", field), run=run, seq=seq)
     value = getattr(step, field)
     html = hl.highlight_value(value) if value not in (None, "") else hl.plain("(empty)")
     return HttpResponse(html)
@@ -183,8 +187,13 @@ def step_payload(request: HttpRequest, pk: int, seq: int, field: str) -> HttpRes
 
 def step_messages(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
     """The conversation an `llm` step sent: its request's messages, as the model saw them."""
+    return messages_response(request, visible_run(request, pk), seq)
+
+
+def messages_response(request: HttpRequest, run: Run, seq: int) -> HttpResponse:
+    """Step `seq`'s messages, of a run the caller has authorized."""
     step = get_object_or_404(Step.objects.only("pk", "kind", "input", "text", "meta"),
-                             run=visible_run(request, pk), seq=seq, kind="llm")
+                             run=run, seq=seq, kind="llm")
     request_data = step.input if isinstance(step.input, dict) else {}
     messages = [_message(m) for m in request_data.get("messages") or [] if isinstance(m, dict)]
     tools = [t.get("function", t).get("name", "?") for t in request_data.get("tools") or []
