@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "agentlab.tokens",
     "agentlab.receiver",
     "agentlab.feedback",
+    "agentlab.monitors",
     "traces",
 ]
 
@@ -191,6 +192,10 @@ AGENTLAB_MAX_TOKENS = env_int("AGENTLAB_MAX_TOKENS", 20)
 # an imported or a scorer's label), in characters.
 AGENTLAB_FEEDBACK_NOTE_CHARS = env_int("AGENTLAB_FEEDBACK_NOTE_CHARS", 4_000)
 AGENTLAB_FEEDBACK_LABEL_CHARS = env_int("AGENTLAB_FEEDBACK_LABEL_CHARS", 100)
+# Live scorers (docs/FEEDBACK.md "Scorers on live traffic"): seconds between two passes of a
+# process's scoring thread (a web process's with AGENTLAB_RUNS_ON=web, a worker's otherwise);
+# 0: this process does not score.
+AGENTLAB_LIVE_SCORING_EVERY_S = env_int("AGENTLAB_LIVE_SCORING_EVERY_S", 10)
 # Seconds a tool call waits for approve or deny before it is denied and the run goes on.
 AGENTLAB_APPROVAL_TTL_S = env_int("AGENTLAB_APPROVAL_TTL_S", 30 * 60)
 # Events one run socket may have waiting to be sent; past it the socket is closed with 1013

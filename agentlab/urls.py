@@ -23,4 +23,5 @@ urlpatterns = [
     path("tokens/", include("agentlab.tokens.urls")),
     path("", include("agentlab.receiver.urls")),
     path("feedback/", include("agentlab.feedback.urls")),
+    path("scorers/", include("agentlab.monitors.urls")),
 ]

@@ -32,13 +32,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("features", ("agentlab.chat", "agentlab.compare", "agentlab.evals", "agentlab.dashboard",
                   "agentlab.forks", "agentlab.live", "agentlab.bench", "agentlab.code_agents",
                   "agentlab.workers", "agentlab.tokens", "agentlab.receiver",
-                  "agentlab.feedback")),
+                  "agentlab.feedback", "agentlab.monitors")),
     ("project", ("agentlab",)),
 )
 # The pure core: unit-tested without a database.
 PURE = ("agentlab.llm", "agentlab.tools", "agentlab.guardrails", "agentlab.runtime",
         "agentlab.paradigms", "traces.schema", "traces.diff", "traces.volatile",
-        "agentlab.feedback.values")
+        "agentlab.feedback.values", "agentlab.monitors.rules")
 PURE_MAY_USE = ("traces.schema", "traces.owners", "traces.diff", "traces.redact",
                 "agentlab.paths")
 NOT_PURE = ("django.db", "django.contrib", "channels")
