@@ -239,6 +239,13 @@ class LiveScore(models.Model):
     def __str__(self) -> str:
         return f"{self.scorer} on run {self.run_id}: {self.status}"
 
+    @property
+    def why(self) -> str:
+        """What the scorer said of its result: the judge's reasoning, a schema's first
+        problem, or why it could not score."""
+        detail = self.detail if isinstance(self.detail, dict) else {}
+        return self.error or str(detail.get("reasoning") or detail.get("reason") or "")
+
 
 class AlertQuerySet(QuerySet["Alert"]):
     def visible_to(self, user: Any) -> AlertQuerySet:
