@@ -59,7 +59,10 @@ def evaluate(scorer: LiveScorer, now: datetime) -> str | None:
     if change == "close" and current is not None:
         return "close" if _close(current, value, now) else None
     if current is not None and value is not None:
-        Alert.objects.filter(pk=current.pk).update(last_value=value)
+        # Once the window holds another user's runs, the alert is staff's alone (for good:
+        # it says something of those runs).
+        owner = current.owner_id if owners == {current.owner_id} else None
+        Alert.objects.filter(pk=current.pk).update(last_value=value, owner_id=owner)
     return None
 
 

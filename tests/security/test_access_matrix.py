@@ -31,6 +31,7 @@ from agentlab.compare.models import Comparison, ComparisonEntry
 from agentlab.evals import runner
 from agentlab.evals.models import Case, PlaygroundCase, Suite
 from agentlab.feedback.models import Feedback
+from agentlab.monitors.models import Alert, LiveScore, LiveScorer
 from agentlab.routing import websocket_urlpatterns
 from agentlab.runs import engine as run_engine
 from agentlab.runs import execution
@@ -148,6 +149,14 @@ MATRIX: dict[str, Row] = {
     "feedback:thumbs": Row("/feedback/runs/{run}/0/thumbs/", "post", {"value": "up"}),
     "feedback:edit": Row("/feedback/{feedback}/edit/", "post", {"note": "y"}, **PERSONAL),
     "feedback:delete": Row("/feedback/{feedback}/delete/", "post", **PERSONAL),
+    # live scorers: configured by staff in the admin; their pages are read-only, any user may
+    # open them, figures and rows over the runs the visitor may see
+    # (tests/security/test_live_scorer_access.py); an alert (its scorer is named SECRET) is
+    # shown to staff and to the one user whose runs made it
+    "monitors:index": Row("/scorers/", other="ok"),
+    "monitors:scorer": Row("/scorers/{scorer}/", other="ok"),
+    "monitors:alerts": lists("/scorers/alerts/"),
+    "monitors:banner": lists("/scorers/alerts/banner/"),
 }
 SOCKETS: dict[str, Row] = {
     "ws/runs/<int:run_id>/": Row("/ws/runs/{run}/", anonymous="refused", other="refused",
@@ -248,7 +257,12 @@ def world(django_user_model, monkeypatch) -> dict[str, Any]:
                                        author_name="alice")
     pcase = PlaygroundCase.objects.create(user=alice, name=SECRET, source_run=run, source_seq=1,
                                           messages=[{"role": "user", "content": SECRET}])
+    live = LiveScorer.objects.create(name=SECRET, agent_name=run.agent_name, key="watch")
+    LiveScore.objects.create(scorer=live, run=run, status="done", score=0.0, passed=False)
+    Alert.objects.create(scorer=live, metric="score", op="below", threshold=0.5, window=1,
+                         value=0.0, owner=alice)
     ids = {"token": token.pk, "feedback": feedback.pk, "run": run.pk, "second": second.pk,
+           "scorer": live.pk,
            "comparison": comparison.pk, "experiment": experiment.pk, "earlier": earlier.pk,
            "suite": suite.pk, "conversation": conversation.pk, "agent": agents[0].pk,
            "pcase": pcase.pk}
