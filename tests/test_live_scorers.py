@@ -2,7 +2,8 @@
 with its watermark, the result as the scorer's feedback (run page, runs list filter), the LLM
 judge against the scripted OpenAI-compatible server (its profile only, its max tokens, its
 timeout, its daily budget), alerts opened once, e-mailed once and closed on recovery, and the
-thread that passes in the background. Who sees what is tests/security/test_live_scorer_access.py's."""
+thread that passes in the background. Who sees what is
+tests/security/test_live_scorer_access.py's."""
 
 from __future__ import annotations
 
@@ -93,6 +94,15 @@ def test_finished_runs_after_the_scorer_are_scored_as_its_feedback(user, client)
     assert "scorer sunny check" in page
     listed = client.get(reverse("runs"), {"feedback": "sunny>=1"}).content.decode()
     assert f'href="/runs/{sunny.pk}/"' in listed and f'href="/runs/{rainy.pk}/"' not in listed
+
+
+def test_an_agents_own_runs_are_watched_by_the_agent_not_its_name(user):
+    agent = make_agents(scripted_profile("http://127.0.0.1:9/v1"), 1)[0]
+    scorer(agent=agent, agent_name="")
+    its_own = answered(user, agent=agent, agent_name=agent.name)
+    same_name = answered(user, agent_name=agent.name)  # e.g. an import: not this agent's
+    assert passes.run_once() == {"done": 1}
+    assert scorer_feedback(its_own) and not scorer_feedback(same_name)
 
 
 def test_a_run_still_going_holds_the_watermark_but_not_the_runs_after_it(user):
