@@ -15,14 +15,16 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from agentlab.monitors.background import StartOnFirstRequest  # noqa: E402
 from agentlab.receiver.body_cap import BodyCap  # noqa: E402
 from agentlab.routing import websocket_routes  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         # Static files served in-process so one daphne is the whole app on one machine; the
-        # receiver's bodies capped before Django reads them.
-        "http": ASGIStaticFilesHandler(BodyCap(django_asgi_app)),
+        # receiver's bodies capped before Django reads them; the live scorers' thread started
+        # by the first request (agentlab/monitors/background.py).
+        "http": StartOnFirstRequest(ASGIStaticFilesHandler(BodyCap(django_asgi_app))),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_routes))
         ),

@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "agentlab.receiver",
     "agentlab.feedback",
     "agentlab.review",
+    "agentlab.monitors",
     "traces",
 ]
 
@@ -195,6 +196,10 @@ AGENTLAB_FEEDBACK_LABEL_CHARS = env_int("AGENTLAB_FEEDBACK_LABEL_CHARS", 100)
 # Review queues' rules (docs/REVIEW.md): every this many seconds a web process's thread adds
 # the new runs that match them; 0: none (run `manage.py review_sync` instead).
 AGENTLAB_REVIEW_SYNC_S = env_int("AGENTLAB_REVIEW_SYNC_S", 30)
+# Live scorers (docs/FEEDBACK.md "Scorers on live traffic"): seconds between two passes of a
+# process's scoring thread (a web process's with AGENTLAB_RUNS_ON=web, a worker's otherwise);
+# 0: this process does not score.
+AGENTLAB_LIVE_SCORING_EVERY_S = env_int("AGENTLAB_LIVE_SCORING_EVERY_S", 10)
 # Seconds a tool call waits for approve or deny before it is denied and the run goes on.
 AGENTLAB_APPROVAL_TTL_S = env_int("AGENTLAB_APPROVAL_TTL_S", 30 * 60)
 # Events one run socket may have waiting to be sent; past it the socket is closed with 1013

@@ -24,4 +24,5 @@ urlpatterns = [
     path("", include("agentlab.receiver.urls")),
     path("feedback/", include("agentlab.feedback.urls")),
     path("review/", include("agentlab.review.urls")),
+    path("scorers/", include("agentlab.monitors.urls")),
 ]

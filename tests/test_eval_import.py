@@ -54,7 +54,7 @@ def test_every_bad_jsonl_row_is_reported_with_line_field_and_reason():
     assert reasons[2].startswith("invalid JSON: ")
     assert reasons[3] == "missing (every case needs a question)"
     assert reasons[4] == ("unknown scorer 'fuzzy'; use one of exact, contains, numeric, regex, "
-                          "llm_judge")
+                          "json_schema, llm_judge")
     assert reasons[5] == "'wide' is not a number >= 0"
     assert reasons[6] == "numeric scorer: 'four' is not a number"
     assert reasons[7].startswith("unknown column 'answer'; columns: question, expected")
@@ -113,7 +113,7 @@ def test_nothing_is_imported_when_one_row_is_bad():
         import_text("Mine", text, "jsonl")
     assert caught.value.errors == [RowError(2, "scorer", "unknown scorer 'nope'; use one of "
                                                          "exact, contains, numeric, regex, "
-                                                         "llm_judge")]
+                                                         "json_schema, llm_judge")]
     with pytest.raises(importer.ImportFailed):
         import_text("New suite", text, "jsonl")
     assert not Case.objects.exists() and list(Suite.objects.values_list("name", flat=True)) \

@@ -32,14 +32,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("features", ("agentlab.chat", "agentlab.compare", "agentlab.evals", "agentlab.dashboard",
                   "agentlab.forks", "agentlab.live", "agentlab.bench", "agentlab.code_agents",
                   "agentlab.workers", "agentlab.tokens", "agentlab.receiver",
-                  "agentlab.feedback", "agentlab.review")),
+                  "agentlab.feedback", "agentlab.review", "agentlab.monitors")),
     ("project", ("agentlab",)),
 )
 # The pure core: unit-tested without a database.
 PURE = ("agentlab.llm", "agentlab.tools", "agentlab.guardrails", "agentlab.runtime",
         "agentlab.paradigms", "traces.schema", "traces.diff", "traces.volatile",
         "agentlab.feedback.values", "traces.diff_pages", "agentlab.review.sampling",
-        "agentlab.review.agreement", "agentlab.review.pairing")
+        "agentlab.review.agreement", "agentlab.review.pairing", "agentlab.monitors.rules")
 PURE_MAY_USE = ("traces.schema", "traces.owners", "traces.diff", "traces.redact",
                 "agentlab.paths")
 NOT_PURE = ("django.db", "django.contrib", "channels")

@@ -116,3 +116,28 @@ async def test_an_unreadable_judge_reply_keeps_what_the_judge_said():
     with pytest.raises(scorers.JudgeReplyError) as caught:
         await scorers.judge(model, question="q", expected="e", rubric="", answer="a")
     assert caught.value.detail["reply"] == "No idea, really."
+
+
+SCHEMA = '{"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}}'
+
+
+def test_json_schema_reads_the_answers_json_and_names_the_first_problem():
+    assert score_answer("json_schema", '{"city": "Paris"}', SCHEMA).passed
+    assert score_answer("json_schema", '```json\n{"city": "Oslo"}\n```', SCHEMA).passed
+    assert score_answer("json_schema", 'It is {"city": "Rome"} I think', SCHEMA).passed
+    wrong = score_answer("json_schema", '{"city": 7}', SCHEMA)
+    assert (wrong.score, wrong.passed) == (0.0, False)
+    assert wrong.detail["reason"] == "city: 7 is not of type 'string'"
+    prose = score_answer("json_schema", "Paris", SCHEMA)
+    assert not prose.passed and "not JSON" in prose.detail["reason"]
+
+
+@pytest.mark.parametrize(("schema", "why"), [
+    ("{not json", "not JSON"), ("[1]", "must be a JSON object"),
+    ('{"type": "nope"}', "invalid schema"),
+    ('{"properties": {"a": {"pattern": "(a+)+$"}}}', "pattern is not allowed"),
+    ("{" * 30 + "}" * 30, "not JSON"), (" " * 20_001, "at most 20,000"),
+])
+def test_a_schema_that_cannot_be_used_is_a_scorer_error(schema, why):
+    with pytest.raises(ScorerError, match=why):
+        score_answer("json_schema", "{}", schema)

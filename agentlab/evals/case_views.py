@@ -32,7 +32,8 @@ from traces.models import Run, Step
 NEW = "new"  # the suite choice that makes a new suite
 SCORER_HELP = {"exact": "the answer is it", "contains": "the answer contains it",
                "numeric": "its last number, ± a tolerance",
-               "regex": "a pattern the answer matches", "llm_judge": "a model judges"}
+               "regex": "a pattern the answer matches",
+               "json_schema": "its JSON is valid against a schema", "llm_judge": "a model judges"}
 
 
 # -- Add to suite --------------------------------------------------------------------------------

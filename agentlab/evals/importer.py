@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentlab.evals.scorers import SCORERS, numbers
+from agentlab.evals.scorers import SCORERS, ScorerError, numbers, read_schema
 from agentlab.paradigms.user_regex import UnsafePattern, compile_pattern
 
 FIELDS = ("question", "expected", "scorer", "tolerance", "rubric", "tags")
@@ -159,7 +159,12 @@ def validate(obj: dict[str, Any], line: int) -> CaseRow | list[RowError]:
             compile_pattern(expected)
         except UnsafePattern as exc:
             errors.append(RowError(line, "expected", str(exc)))
-    if scorer in ("exact", "contains", "regex") and not expected:
+    elif scorer == "json_schema" and expected:
+        try:
+            read_schema(expected)
+        except ScorerError as exc:
+            errors.append(RowError(line, "expected", str(exc)))
+    if scorer in ("exact", "contains", "regex", "json_schema") and not expected:
         errors.append(RowError(line, "expected", f"missing (the {scorer} scorer needs it)"))
     if scorer == "llm_judge" and not (rubric or expected):
         errors.append(RowError(line, "rubric", "the llm_judge scorer needs a rubric or an "

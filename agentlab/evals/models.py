@@ -11,7 +11,7 @@ from django.db.models import Q, QuerySet
 
 from traces.models import OwnedQuerySet
 
-SCORERS = ("exact", "contains", "numeric", "regex", "llm_judge")
+SCORERS = ("exact", "contains", "numeric", "regex", "json_schema", "llm_judge")
 EXPERIMENT_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
 ACTIVE_EXPERIMENT_STATUSES = EXPERIMENT_STATUSES[:2]  # the rest are its endings
 RESULT_STATUSES = ("pending", "running", "done", "error", "cancelled")

@@ -1,6 +1,9 @@
 """Scorers: an agent's answer vs a case's expectation -> Score(score 0..1, passed, detail).
 
 Pure (no Django). `score_answer` covers the deterministic scorers; `judge` asks a ChatModel.
+`json_schema`: the answer's JSON (the text, a fenced block or its first object) against a JSON
+schema given as the expected value (checked by `read_schema`: no `pattern`, whose Python
+regular expressions have no time limit).
 A scorer that cannot score (an invalid, too long or too slow regex — see
 agentlab.paradigms.user_regex —, an expected value that is not a number, a judge reply without a
 score) raises ScorerError: the result is an *error*, never a silent 0.
@@ -14,6 +17,7 @@ punctuation stripped at the two ends only (so "Harrow & Finch." = "harrow & finc
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 import unicodedata
@@ -21,14 +25,21 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+import jsonschema
+
 from agentlab.llm.types import ChatModel
 from agentlab.paradigms import user_regex
 from agentlab.paradigms.parsing import ParseError, iter_json_objects, parse_score, split_think
 from agentlab.paradigms.prompt_files import fill
 
-SCORERS = ("exact", "contains", "numeric", "regex", "llm_judge")
+SCORERS = ("exact", "contains", "numeric", "regex", "json_schema", "llm_judge")
+MAX_SCHEMA_CHARS = 20_000  # a JSON schema longer than this is refused
+# Keywords whose value jsonschema hands to Python's `re`, which backtracks without limit: a
+# pattern belongs to the regex scorer (capped and timed, agentlab.guardrails.user_regex).
+UNSAFE_SCHEMA_KEYWORDS = frozenset({"pattern", "patternProperties", "$dynamicRef"})
 JUDGE_PASS_SCORE = 6  # a judge reply without "passed": passed when score >= this (of 10)
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
+_FENCE = re.compile(r"```[a-zA-Z]*\s*\n?(.*?)\n?\s*```", re.DOTALL)
 _END_PUNCT = " \t\n\"'`*_.,;:!?()[]{}<>«»“”‘’"
 # A number: optional sign (not after a letter/digit, so "2026-06-30" has no negatives),
 # thousands separators "1,234,567.5", decimals, an exponent. Unicode minus allowed.
@@ -114,6 +125,76 @@ def regex(answer: str, pattern: str) -> Score:
                  {"scorer": "regex", "pattern": pattern, "match": m.group(0) if m else None})
 
 
+def read_schema(text: str) -> dict[str, Any]:
+    """The JSON schema written as `text`, checked (ScorerError says what is wrong): a JSON
+    object, at most MAX_SCHEMA_CHARS, valid for its draft, without `pattern` keywords."""
+    if len(text or "") > MAX_SCHEMA_CHARS:
+        raise ScorerError(f"json_schema: the schema is {len(text):,} characters long; at most "
+                          f"{MAX_SCHEMA_CHARS:,} are allowed")
+    try:
+        schema = json.loads(text or "")
+    except (ValueError, RecursionError) as exc:
+        raise ScorerError(f"json_schema: the schema is not JSON ({exc})") from None
+    if not isinstance(schema, dict):
+        raise ScorerError("json_schema: the schema must be a JSON object")
+    if found := _keywords(schema) & UNSAFE_SCHEMA_KEYWORDS:
+        raise ScorerError(f"json_schema: {', '.join(sorted(found))} is not allowed here (Python's "
+                          "regular expressions have no time limit): use the regex scorer")
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ScorerError(f"json_schema: invalid schema: {exc.message}") from None
+    return schema
+
+
+def _keywords(value: Any, depth: int = 0) -> set[str]:
+    if depth > 100:
+        raise ScorerError("json_schema: the schema is nested too deep")
+    if isinstance(value, dict):
+        found = set(value)
+        for v in value.values():
+            found |= _keywords(v, depth + 1)
+        return found
+    if isinstance(value, list):
+        return set().union(*(_keywords(v, depth + 1) for v in value)) if value else set()
+    return set()
+
+
+def read_json_answer(answer: str) -> Any:
+    """The JSON value of an answer: the whole text, a fenced block, else its first {…}."""
+    text = (answer or "").strip()
+    if fenced := _FENCE.fullmatch(text):
+        text = fenced.group(1).strip()
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    for _start, _end, obj in iter_json_objects(text):
+        return obj
+    raise ScorerError("json_schema: the answer is not JSON" + (
+        f": {_clip(answer, 200)!r}" if text else " (it is empty)"))
+
+
+def json_schema(answer: str, schema_text: str) -> Score:
+    """The answer (its JSON: the text, a fenced block or its first object) is valid against
+    the schema; the first problem found is named."""
+    schema = read_schema(schema_text)
+    try:
+        value = read_json_answer(answer)
+    except ScorerError as exc:
+        return Score(0.0, False, {"scorer": "json_schema", "reason": str(exc)})
+    try:
+        error = jsonschema.exceptions.best_match(
+            jsonschema.validators.validator_for(schema)(schema).iter_errors(value))
+    except RecursionError:
+        raise ScorerError("json_schema: the answer is nested too deep to check") from None
+    detail: dict[str, Any] = {"scorer": "json_schema"}
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "the answer"
+        detail["reason"] = _clip(f"{where}: {error.message}", 500)
+    return Score(float(error is None), error is None, detail)
+
+
 def score_answer(scorer: str, answer: str, expected: str, tolerance: float | None = None
                  ) -> Score:
     """One of the deterministic scorers (the judge is async: see `judge`)."""
@@ -125,6 +206,8 @@ def score_answer(scorer: str, answer: str, expected: str, tolerance: float | Non
         return numeric(answer, expected, tolerance)
     if scorer == "regex":
         return regex(answer, expected)
+    if scorer == "json_schema":
+        return json_schema(answer, expected)
     if scorer == "llm_judge":
         raise ScorerError("llm_judge is asynchronous: call judge() with a model")
     raise ScorerError(f"unknown scorer {scorer!r}; scorers: {', '.join(SCORERS)}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -309,5 +310,47 @@ def test_review_queue_pages(tour, browser_page, staff, django_user_model):
     tour.shoot("review-pairwise", f"/review/{pairwise.pk}/items/{pairwise.items.get().pk}/")
     tour.shoot("review-fill", "/review/fill/?agent=Weather+agent")
     tour.shoot("review-new", "/review/new/")
+def test_live_scorer_pages(tour, browser_page, staff, fake_llm):
+    """Live scorers (agentlab/monitors/): a judge's page with its charts, figures and scores,
+    the alert banner on another page, the alerts page, the scorer in the admin."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agentlab.models import ModelProfile
+    from agentlab.monitors import passes
+    from agentlab.monitors.models import LiveScore, LiveScorer
+    from tests.factories import make_run
+
+    type(staff).objects.filter(pk=staff.pk).update(email="oncall@example.com")  # the session stays
+    ModelProfile.objects.filter(name="Scripted").update(price_in_per_m=2.5, price_out_per_m=10)
+    grades = iter([9, 8, 3, 9, 7, 2, 2, 3, 8, 9, 2, 1, 2])
+    fake_llm.responder = lambda body: Reply(
+        text=f'{{"score": {next(grades, 5)}, "reasoning": "It answers the question asked."}}',
+        usage=(900, 40))
+    judge = LiveScorer(
+        name="helpful answers", kind="llm_judge", rubric="Answers the question that was asked.",
+        judge_profile=ModelProfile.objects.get(name="Scripted"), agent_name="Weather agent",
+        key="helpful", sample_rate=1.0, window=5, daily_budget_usd=0.5, alert_on="score",
+        alert_op="below", alert_threshold=0.5)
+    judge.full_clean()
+    judge.save()
+    for i in range(13):
+        make_run(staff, agent_name="Weather agent", input=f"What is the weather in city {i}?")
+    # A pass blocks, as on the scoring thread: not on Playwright's loop in this thread.
+    scoring = threading.Thread(target=passes.run_once)
+    scoring.start()
+    scoring.join(60)
+    for n, row in enumerate(LiveScore.objects.order_by("pk")):  # spread over the last days
+        LiveScore.objects.filter(pk=row.pk).update(
+            claimed_at=timezone.now() - timedelta(days=(12 - n) // 2, hours=n))
+    page = browser_page
+    tour.shoot("scorer", f"/scorers/{judge.pk}/")
+    page.goto(tour.base + "/runs/")
+    expect(page.locator(".alert-banner")).to_contain_text("helpful answers")
+    tour.shoot("alert-banner")
+    tour.shoot("scorers", "/scorers/")
+    tour.shoot("alerts", "/scorers/alerts/")
+    tour.shoot("scorer-admin", f"/admin/monitors/livescorer/{judge.pk}/change/")
     assert tour.problems == [], "\n".join(tour.problems)
     assert page.js_errors == []

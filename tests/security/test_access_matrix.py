@@ -32,6 +32,7 @@ from agentlab.evals import runner
 from agentlab.evals.models import Case, PlaygroundCase, Suite
 from agentlab.feedback.models import Feedback
 from agentlab.review.models import Rule
+from agentlab.monitors.models import Alert, LiveScore, LiveScorer
 from agentlab.routing import websocket_urlpatterns
 from agentlab.runs import engine as run_engine
 from agentlab.runs import execution
@@ -167,6 +168,14 @@ MATRIX: dict[str, Row] = {
     "review:skip": Row("/review/{queue}/items/{item}/skip/", "post"),
     "review:step_payload": Row("/review/runs/{run}/steps/1/payload/input/"),
     "review:step_messages": Row("/review/runs/{run}/steps/1/messages/"),
+    # live scorers: configured by staff in the admin; their pages are read-only, any user may
+    # open them, figures and rows over the runs the visitor may see
+    # (tests/security/test_live_scorer_access.py); an alert (its scorer is named SECRET) is
+    # shown to staff and to the one user whose runs made it
+    "monitors:index": Row("/scorers/", other="ok"),
+    "monitors:scorer": Row("/scorers/{scorer}/", other="ok"),
+    "monitors:alerts": lists("/scorers/alerts/"),
+    "monitors:banner": lists("/scorers/alerts/banner/"),
 }
 SOCKETS: dict[str, Row] = {
     "ws/runs/<int:run_id>/": Row("/ws/runs/{run}/", anonymous="refused", other="refused",
@@ -269,8 +278,13 @@ def world(django_user_model, monkeypatch) -> dict[str, Any]:
                                           messages=[{"role": "user", "content": SECRET}])
     queue = make_queue(users["staff"], [alice], name=SECRET, runs=[run])
     rule = Rule.objects.create(queue=queue, query="status=failed")
+    live = LiveScorer.objects.create(name=SECRET, agent_name=run.agent_name, key="watch")
+    LiveScore.objects.create(scorer=live, run=run, status="done", score=0.0, passed=False)
+    Alert.objects.create(scorer=live, metric="score", op="below", threshold=0.5, window=1,
+                         value=0.0, owner=alice)
     ids = {"queue": queue.pk, "item": queue.items.get().pk, "rule": rule.pk,
            "token": token.pk, "feedback": feedback.pk, "run": run.pk, "second": second.pk,
+           "scorer": live.pk,
            "comparison": comparison.pk, "experiment": experiment.pk, "earlier": earlier.pk,
            "suite": suite.pk, "conversation": conversation.pk, "agent": agents[0].pk,
            "pcase": pcase.pk}

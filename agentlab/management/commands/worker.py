@@ -33,6 +33,9 @@ class Command(BaseCommand):
         except Exception as exc:
             raise CommandError(str(exc)) from None
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        from agentlab.monitors.background import ensure_running
+
+        ensure_running()  # live scorers pass where runs execute (docs/FEEDBACK.md)
         self.stdout.write(f"worker: up to {concurrency} runs at once; takeover after "
                           f"{settings.AGENTLAB_TAKEOVER_S} s of silence; SIGTERM finishes "
                           f"the runs held (at most {settings.AGENTLAB_WORKER_GRACE_S} s)")
