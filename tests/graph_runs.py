@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,9 @@ def _play(paradigm: Any, key: str, scripts: dict[str, list], params: dict[str, A
     ctx, sink = make_context(ScriptedModel(default or []), [population], models=models,
                              params=validate_params(key, params),
                              limits=Limits(max_llm_calls=50, max_steps=200))
-    asyncio.run(execute(paradigm, ctx, TASK))
+    # In a thread of its own: the browser tests' Playwright holds this thread's event loop.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, execute(paradigm, ctx, TASK)).result()
     return list(sink.steps)
 
 

@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # The pure core: unit-tested without a database.
 PURE = ("agentlab.llm", "agentlab.tools", "agentlab.guardrails", "agentlab.runtime",
         "agentlab.paradigms", "traces.schema", "traces.diff", "traces.volatile",
-        "agentlab.feedback.values")
+        "agentlab.feedback.values", "traces.graph", "traces.graph_layout")
 PURE_MAY_USE = ("traces.schema", "traces.owners", "traces.diff", "traces.redact",
                 "agentlab.paths")
 NOT_PURE = ("django.db", "django.contrib", "channels")
