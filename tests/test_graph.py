@@ -66,7 +66,10 @@ def test_lats_is_its_search_tree_by_depth_with_the_evaluator_scoring_each_node()
         assert found[(f"search:depth {depth}", "agent:evaluator")] == 2
     assert found[("agent:evaluator", MODEL)] == 4
     assert found[(ROOT, "agent:solver")] == 1
-    assert [layers(graph)[f"search:depth {d}"] for d in range(3)] == [1, 2, 3]
+    layer = layers(graph)
+    assert [layer[f"search:depth {d}"] for d in range(3)] == [1, 2, 3]
+    # a callee stands right of all its callers: the model right of the evaluator
+    assert layer[MODEL] > layer["agent:evaluator"] > layer["search:depth 2"]
 
 
 def test_errors_count_on_the_node_and_the_edge_they_came_by() -> None:

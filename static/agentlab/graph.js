@@ -19,13 +19,21 @@
     return nodes.filter(function (n) { return n.dataset.key === other; })[0] || null;
   }
 
+  // On a narrow screen the graph scrolls in its box: bring the step's node into view.
+  function reveal(node) {
+    var box = node.closest(".graph-box");
+    if (!box || box.scrollWidth <= box.clientWidth) return;
+    var b = box.getBoundingClientRect(), n = node.getBoundingClientRect();
+    box.scrollLeft += n.left - b.left - (b.width - n.width) / 2;
+  }
+
   function highlight(svg, place) {
     svg.querySelectorAll(".g-node.at, .g-edge.at").forEach(function (el) {
       el.classList.remove("at");
     });
     if (!place) return;
     var node = nodeFor(svg, place.node);
-    if (node) node.classList.add("at");
+    if (node) { node.classList.add("at"); reveal(node); }
     place.edges.forEach(function (pair) {
       var from = nodeFor(svg, pair[0]), to = nodeFor(svg, pair[1]);
       if (!from || !to) return;
@@ -64,6 +72,12 @@
         .then(function (r) { return r.ok ? r.json() : null; })
         .then(function (place) { if (ask === asked) highlight(svg, place); });
     }
+    function revealCurrent() {
+      var node = svg && svg.querySelector(".g-node.at");
+      if (node) reveal(node);
+    }
+    revealCurrent();
+    window.addEventListener("resize", revealCurrent);
     function step(delta) { go(current === null ? (delta > 0 ? 1 : last) : current + delta); }
 
     slider.addEventListener("input", function () { go(parseInt(slider.value, 10)); });

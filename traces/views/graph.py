@@ -29,7 +29,9 @@ def graph_view(graph: Graph, place: dict[str, Any] | None = None) -> dict[str, A
     return {"graph": graph, "drawing": drawing, "at_node": node,
             "at_edges": [e.index for e in drawing.edges
                          if (e.edge.source, e.edge.target) in edges],
-            "busiest": sorted(graph.edges.values(), key=lambda e: -e.figures.count)}
+            "busiest": [{"from": graph.nodes[e.source], "to": graph.nodes[e.target],
+                         "figures": e.figures}
+                        for e in sorted(graph.edges.values(), key=lambda e: -e.figures.count)]}
 
 
 def run_graph_page(request: HttpRequest, pk: int) -> HttpResponse:
