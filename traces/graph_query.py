@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.cache import cache
 from django.db import connection
 from django.db.models import Q, QuerySet
 
@@ -26,6 +27,7 @@ from traces.graph import (
 from traces.models import Run, Step
 
 MAX_GROUPS = 5000
+CACHE_S = 3600
 
 
 def _depth(alias: str) -> str:
@@ -74,9 +76,21 @@ def groups(run: Run) -> tuple[list[Group], bool]:
 
 
 def run_graph(run: Run) -> Graph:
-    found, cut = groups(run)
+    found, cut = _finished_groups(run) if not run.is_active else groups(run)
     return build(found, root_label=run.agent_name, cut=cut,
                  root_role=root_role(run.paradigm, run.agent_snapshot))
+
+
+def _finished_groups(run: Run) -> tuple[list[Group], bool]:
+    """A finished run's groups, kept a while in the cache: its steps no longer change, and
+    every click on a node or a step opens the page again (a million steps take seconds)."""
+    # the creation time too: SQLite may give a deleted run's id to the next one
+    key = f"agentlab:graph:{run.pk}:{run.created.timestamp()}:{run.step_count}:{run.status}"
+    found = cache.get(key)
+    if found is None:
+        found = groups(run)
+        cache.set(key, found, CACHE_S)
+    return found
 
 
 def step_place(run: Run, seq: int) -> dict[str, Any] | None:
