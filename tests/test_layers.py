@@ -39,7 +39,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 PURE = ("agentlab.llm", "agentlab.tools", "agentlab.guardrails", "agentlab.runtime",
         "agentlab.paradigms", "traces.schema", "traces.diff", "traces.volatile",
         "agentlab.feedback.values", "traces.diff_pages", "agentlab.review.sampling",
-        "agentlab.review.agreement", "agentlab.review.pairing", "agentlab.monitors.rules")
+        "agentlab.review.agreement", "agentlab.review.pairing", "agentlab.monitors.rules",
+        "traces.graph", "traces.graph_layout")
 PURE_MAY_USE = ("traces.schema", "traces.owners", "traces.diff", "traces.redact",
                 "agentlab.paths")
 NOT_PURE = ("django.db", "django.contrib", "channels")

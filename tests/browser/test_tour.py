@@ -352,5 +352,27 @@ def test_live_scorer_pages(tour, browser_page, staff, fake_llm):
     tour.shoot("scorers", "/scorers/")
     tour.shoot("alerts", "/scorers/alerts/")
     tour.shoot("scorer-admin", f"/admin/monitors/livescorer/{judge.pk}/change/")
+
+
+def test_graph_pages(tour, browser_page, staff):
+    """The graph of a run (traces/views/graph.py): a debate the real paradigm recorded, a
+    LATS search, a received framework trace, and two runs side by side from the diff."""
+    from tests import graph_runs
+
+    page = browser_page
+    debate = graph_runs.record(staff, graph_runs.debate_steps(), agent_name="Debate team")
+    tour.shoot("graph-debate", f"/runs/{debate.pk}/graph/?step=4")
+    expect(page.locator(".g-node.at")).to_have_count(1)
+    lats = graph_runs.record(staff, graph_runs.lats_steps(), agent_name="LATS search",
+                             paradigm="lats")
+    tour.shoot("graph-lats", f"/runs/{lats.pk}/graph/?node=search%3Adepth%201")
+    received = graph_runs.imported(staff, "openai-agents")
+    tour.shoot("graph-received", f"/runs/{received.pk}/graph/")
+    fewer = graph_runs.record(staff, [s for s in graph_runs.debate_steps() if s.role != "judge"],
+                              agent_name="Debate team")
+    page.goto(f"{tour.base}/runs/diff/?a={debate.pk}&b={fewer.pk}")
+    page.click("#graphs-link")
+    expect(page.locator("svg.run-graph")).to_have_count(2)
+    tour.shoot("graphs-side-by-side")
     assert tour.problems == [], "\n".join(tour.problems)
     assert page.js_errors == []

@@ -31,8 +31,8 @@ from agentlab.compare.models import Comparison, ComparisonEntry
 from agentlab.evals import runner
 from agentlab.evals.models import Case, PlaygroundCase, Suite
 from agentlab.feedback.models import Feedback
-from agentlab.review.models import Rule
 from agentlab.monitors.models import Alert, LiveScore, LiveScorer
+from agentlab.review.models import Rule
 from agentlab.routing import websocket_urlpatterns
 from agentlab.runs import engine as run_engine
 from agentlab.runs import execution
@@ -92,6 +92,9 @@ MATRIX: dict[str, Row] = {
     "run_diff": Row("/runs/diff/?a={run}&b={second}"),
     "run": Row("/runs/{run}/"),
     "run_steps": Row("/runs/{run}/steps/?after=0"),
+    "run_graph": Row("/runs/{run}/graph/?step=1&node=agent:agent"),
+    "run_graph_step": Row("/runs/{run}/graph/step/1/"),
+    "run_graphs": Row("/runs/graphs/?a={run}&b={second}"),
     "step_payload": Row("/runs/{run}/steps/1/payload/input/"),
     "step_messages": Row("/runs/{run}/steps/1/messages/"),
     "run_export": Row("/runs/{run}/export/"),
