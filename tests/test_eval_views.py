@@ -146,7 +146,7 @@ async def test_starting_runs_every_pair_and_the_page_shows_them_scored(async_cli
 
     html = (await async_client.get(resp["Location"])).content.decode()
     assert "6 / 6 · 100%" in html and 'value="6"' in html
-    assert "hx-get" not in html  # finished: no more polling
+    assert 'hx-trigger="every' not in html  # finished: no more polling
     cells = cells_of(html)
     assert [c for c, _ in cells] == ["cell-pass", "cell-pass"] * 2 + ["cell-fail"] * 2
     assert cells[0][1] == "✓ 100%" and cells[-1][1] == "✗ 0%"
