@@ -23,9 +23,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from agentlab.evals import from_runs
 from agentlab.evals.from_runs import Refused
 from agentlab.evals.models import SCORERS, Case, PlaygroundCase, Suite
-from agentlab.forks.playground import PARAM_KEYS, call_model, parse_request
+from agentlab.forks.playground import PARAM_KEYS, parse_request, send
 from agentlab.models import ModelProfile
-from agentlab.profiles import to_config
 from traces import access
 from traces.models import Run, Step
 
@@ -223,13 +222,7 @@ async def playground_case(request: HttpRequest, pk: int) -> HttpResponse:
     result = None
     if request.method == "POST":
         values = {k: request.POST.get(k, "") for k in values}
-        parsed, errors = parse_request(values["messages"], values["params"])
-        profile = next((p for p in profiles if p.name == values["profile"]), None)
-        if profile is None:
-            errors.append(f"model profile: choose one of {', '.join(p.name for p in profiles)}")
-        if not errors:
-            result, problem = await call_model(await sync_to_async(to_config)(profile), parsed)
-            errors = [problem] if problem else []
+        result, errors = await send(values, profiles)
     return await sync_to_async(render)(request, "evals/playground_case.html", {
         "case": case, "source_seen": source_seen, "profiles": profiles, "values": values,
         "errors": errors, "result": result.to_dict() if result else None,

@@ -34,7 +34,8 @@ def value_field(key: FeedbackKey | None, initial: str = "") -> forms.Field:
                              choices=BOOLEAN_CHOICES, initial=initial)
 
 
-def _initial(row: Feedback | None) -> str:
+def initial_value(row: Feedback | None) -> str:
+    """What a form shows of a row given before: its label, else its score."""
     if row is None:
         return ""
     if row.label:
@@ -59,24 +60,34 @@ class GiveForm(forms.Form):
         super().__init__(data)
         self.keys = {f"key-{key.pk}": key for key in keys}
         for name, key in self.keys.items():
-            self.fields[name] = value_field(key, _initial(mine.get(key.name)))
+            self.fields[name] = value_field(key, initial_value(mine.get(key.name)))
         note = mine.get(NOTE)
         self.fields["note"] = note_field(note.note if note else "")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        for name, key in self.keys.items():
-            if data.get(name):
-                try:
-                    read_value(key.spec, data[name])
-                except FeedbackError as e:
-                    self.add_error(name, str(e))
-        try:
-            data["note"] = check_note(data.get("note", ""),
-                                      limit=settings.AGENTLAB_FEEDBACK_NOTE_CHARS)
-        except FeedbackError as e:
-            self.add_error("note", str(e))
+        check_values(self, self.keys, data)
+        check_note_of(self, data)
         return data
+
+
+def check_values(form: forms.Form, keys: dict[str, FeedbackKey], data: dict[str, Any]) -> None:
+    """Each given value read by its key's spec (field name -> key); an error on its field."""
+    for name, key in keys.items():
+        if data.get(name):
+            try:
+                read_value(key.spec, data[name])
+            except FeedbackError as e:
+                form.add_error(name, str(e))
+
+
+def check_note_of(form: forms.Form, data: dict[str, Any]) -> None:
+    """The form's note within AGENTLAB_FEEDBACK_NOTE_CHARS; an error on its field."""
+    try:
+        data["note"] = check_note(data.get("note", ""),
+                                  limit=settings.AGENTLAB_FEEDBACK_NOTE_CHARS)
+    except FeedbackError as e:
+        form.add_error("note", str(e))
 
 
 class EditForm(forms.Form):
@@ -90,23 +101,15 @@ class EditForm(forms.Form):
                 label="Thumbs", choices=[("up", "up"), ("down", "down")],
                 initial=row.label)
         elif row.name != NOTE and row.key is not None:
-            self.fields["value"] = value_field(row.key, _initial(row))
+            self.fields["value"] = value_field(row.key, initial_value(row))
             self.fields["value"].required = True
         self.fields["note"] = note_field(row.note)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        if self.row.key is not None and data.get("value"):
-            try:
-                read_value(self.row.key.spec, data["value"])
-            except FeedbackError as e:
-                self.add_error("value", str(e))
-        try:
-            data["note"] = check_note(data.get("note", ""),
-                                      limit=settings.AGENTLAB_FEEDBACK_NOTE_CHARS)
-        except FeedbackError as e:
-            self.add_error("note", str(e))
-        else:
-            if self.row.name == NOTE and not data["note"]:
-                self.add_error("note", "A note cannot be blank: delete it instead.")
+        if self.row.key is not None:
+            check_values(self, {"value": self.row.key}, data)
+        check_note_of(self, data)
+        if self.row.name == NOTE and "note" not in self.errors and not data["note"]:
+            self.add_error("note", "A note cannot be blank: delete it instead.")
         return data

@@ -11,9 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
 from agentlab.llm.errors import LLMError
 from agentlab.llm.types import ChatResult, ProfileConfig
-from agentlab.profiles import model_for
+from agentlab.profiles import model_for, to_config
 from traces.redact import redact_urls
 
 log = logging.getLogger(__name__)
@@ -150,6 +152,20 @@ def reply_text(output: Any) -> str:
                                                               ensure_ascii=False)
             lines.append(f"{call.get('name', '?')}({args})")
     return "\n".join(lines)
+
+
+async def send(values: dict[str, str], profiles: list[Any]) -> tuple[ChatResult | None,
+                                                                     list[str]]:
+    """The playground's POST (messages, params and a profile's name, as typed) sent to the
+    named one of `profiles` (ModelProfile rows): the reply, or every problem in words."""
+    parsed, errors = parse_request(values["messages"], values["params"])
+    profile = next((p for p in profiles if p.name == values["profile"]), None)
+    if profile is None:
+        errors.append(f"model profile: choose one of {', '.join(p.name for p in profiles)}")
+    if errors or parsed is None:
+        return None, errors
+    result, problem = await call_model(await sync_to_async(to_config)(profile), parsed)
+    return result, [problem] if problem else []
 
 
 async def call_model(config: ProfileConfig, request: Request) -> tuple[ChatResult | None, str]:

@@ -18,9 +18,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from agentlab.forks import plans
-from agentlab.forks.playground import PARAM_KEYS, call_model, parse_request, reply_text
+from agentlab.forks.playground import PARAM_KEYS, reply_text, send
 from agentlab.models import Agent, ModelProfile
-from agentlab.profiles import to_config
 from traces.access import visible_run
 from traces.models import Run, Step
 
@@ -213,14 +212,7 @@ async def playground(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
     result = None
     if request.method == "POST":
         values = {k: request.POST.get(k, "") for k in values}
-        parsed, errors = parse_request(values["messages"], values["params"])
-        profile = next((p for p in profiles if p.name == values["profile"]), None)
-        if profile is None:
-            errors.append(f"model profile: choose one of {', '.join(p.name for p in profiles)}")
-        if not errors:
-            config = await sync_to_async(to_config)(profile)
-            result, problem = await call_model(config, parsed)
-            errors = [problem] if problem else []
+        result, errors = await send(values, profiles)
     recorded = step.output if isinstance(step.output, dict) else {}
     return await _render(request, "forks/playground.html", {
         "run": run, "step": step, "profiles": profiles, "values": values, "errors": errors,

@@ -46,8 +46,11 @@ def read_whole(endings: list[Ending]) -> list[Event]:
         rows = [(d.run.pk, s) for d in held for s in d.steps]
         for chunk in batched(rows, upsert.ROWS_PER_STATEMENT):
             upsert.execute(upsert.statements(chunk))
-    counts = dict(Step.objects.filter(run_id__in=[d.run.pk for d in drafts]).values("run_id")
-                  .annotate(n=Count("pk")).values_list("run_id", "n"))
+    # A run read whole has its steps; one that could not be read keeps its live ones: count those.
+    counts = {d.run.pk: len(d.steps) for d in held}
+    if unread := [d.run.pk for d in drafts if not d.steps]:
+        counts |= dict(Step.objects.filter(run_id__in=unread).values("run_id")
+                       .annotate(n=Count("pk")).values_list("run_id", "n"))
     changed = []
     for d in drafts:
         d.fields["step_count"] = counts.get(d.run.pk, 0)

@@ -8,13 +8,18 @@ import math
 from typing import Any
 
 from django import forms
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.http import QueryDict
 
-from agentlab.feedback.forms import note_field, value_field
+from agentlab.feedback.forms import (
+    check_note_of,
+    check_values,
+    initial_value,
+    note_field,
+    value_field,
+)
 from agentlab.feedback.models import Feedback, FeedbackKey
-from agentlab.feedback.values import NOTE, THUMBS, FeedbackError, check_note, read_value
+from agentlab.feedback.values import NOTE, THUMBS
 from agentlab.review import filters
 from agentlab.review.models import CHOICES, MAX_REVIEWS_NEEDED, Queue
 
@@ -110,14 +115,6 @@ class FillForm(forms.Form):
             raise forms.ValidationError(str(e)) from None
 
 
-def _value(row: Feedback | None) -> str:
-    if row is None:
-        return ""
-    if row.label:
-        return row.label
-    return "" if row.score is None else f"{row.score:g}"
-
-
 def rubric_field(key: FeedbackKey, initial: str) -> forms.Field:
     """A button per value where there are few (1–5, yes/no, a few labels: the keys 1–9 pick
     them), else the feedback form's input."""
@@ -148,21 +145,16 @@ class AnswerForm(forms.Form):
         if queue.thumbs:
             self.fields[THUMBS] = forms.ChoiceField(
                 required=False, label="thumbs", choices=[("up", "up"), ("down", "down")],
-                initial=_value(mine.get(THUMBS)), widget=forms.RadioSelect)
+                initial=initial_value(mine.get(THUMBS)), widget=forms.RadioSelect)
         for name, key in self.keys.items():
-            self.fields[name] = rubric_field(key, _value(mine.get(key.name)))
+            self.fields[name] = rubric_field(key, initial_value(mine.get(key.name)))
         note = mine.get(NOTE)
         self.fields["note"] = note_field(note.note if note else "")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        for name, key in self.keys.items():
-            if data.get(name):
-                try:
-                    read_value(key.spec, data[name])
-                except FeedbackError as e:
-                    self.add_error(name, str(e))
-        _check_note(self, data)
+        check_values(self, self.keys, data)
+        check_note_of(self, data)
         if not self.errors and not any(data.get(n) for n in self.fields):
             self.add_error(None, "Give at least one value or a note, or skip the item (s).")
         return data
@@ -179,13 +171,5 @@ class PairForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        _check_note(self, data)
+        check_note_of(self, data)
         return data
-
-
-def _check_note(form: forms.Form, data: dict[str, Any]) -> None:
-    try:
-        data["note"] = check_note(data.get("note", ""),
-                                  limit=settings.AGENTLAB_FEEDBACK_NOTE_CHARS)
-    except FeedbackError as e:
-        form.add_error("note", str(e))
