@@ -376,3 +376,29 @@ def test_graph_pages(tour, browser_page, staff):
     tour.shoot("graphs-side-by-side")
     assert tour.problems == [], "\n".join(tour.problems)
     assert page.js_errors == []
+
+
+def test_received_trace_pages(tour, browser_page, staff):
+    """A trace received over OTLP (agentlab/receiver/): its run live, a span hanging under the
+    placeholder of a parent not arrived; the runs list with it going and its project filter."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    from agentlab.receiver.models import ReceivedTrace
+    from agentlab.tokens.models import create_token
+    from tests.otlp_spans import AgentTrace
+
+    token = create_token(staff, "agent", "ingest")[1]
+    exporter = OTLPSpanExporter(endpoint=f"{tour.base}/v1/traces",
+                                headers={"Authorization": f"Bearer {token}"})
+    exporter.export(AgentTrace(project="weather").whole())
+    agent = AgentTrace(service="billing-app", project="billing")
+    agent.start()
+    agent.llm_asks_tool()
+    agent.tool()
+    exporter.export(agent.ended)
+    run = ReceivedTrace.objects.get(user=staff, done=False).run
+    tour.shoot("received-live", f"/runs/{run.pk}/")
+    expect(browser_page.locator(".live-panel")).to_contain_text("Receiving spans")
+    tour.shoot("received-runs", "/runs/?project=billing")
+    assert tour.problems == [], "\n".join(tour.problems)
+    assert browser_page.js_errors == []
