@@ -15,7 +15,7 @@ from agentlab.bench.gateway import LITELLM_INSTALL, LITELLM_VERSION, Endpoint, l
 from agentlab.bench.gateway_load import Agents
 
 TINY = ("--calls", "6", "--clients", "3", "--client-calls", "2", "--rounds", "2",
-        "--warmup", "1", "--calls-per-run", "10")
+        "--warmup", "1", "--calls-per-run", "10", "--model-ms", "20")
 ADDED = r"[+-]\d+\.\d\d ms"
 CPU = r"\d+\.\d\d ms"
 ROWS = [(f"added p{q}, {mode}, {who}", f"< {goal} ms")
@@ -46,6 +46,8 @@ def test_a_tiny_bench_prints_each_figure_beside_its_goal(tmp_path, capsys, monke
         assert row[1] == "—" and re.fullmatch(CPU, row[2]) and row[3].startswith("not installed")
     assert re.search(r"^goal p50 < 2 ms and p99 < 5 ms added, recording on: (met|not met \(.+\))$",
                      out, re.M), out
+    assert re.search(r"^models: 1 client → bench-model \(answers at once\); 3 clients → "
+                     r"bench-model-paced \(answers after 20 ms\)$", out, re.M), out
     assert re.search(r"^  direct, 3 client\(s\): non-streamed total [\d.]+ / [\d.]+ \(6\); "
                      r"streamed TTFT [\d.]+ / [\d.]+ \(6\)$", out, re.M), out
 
@@ -78,7 +80,9 @@ def test_beside_litellm_every_figure_has_its_anchor(capsys):
 
 def test_bad_sizes_and_a_missing_litellm_are_refused_before_anything_starts():
     with pytest.raises(CommandError, match="numbers ≥ 1"):
-        call_command("bench_gateway", "--clients", "0")
+        call_command("bench_gateway", "--calls", "0")
+    with pytest.raises(CommandError, match="2 or more"):
+        call_command("bench_gateway", "--clients", "1")
     with pytest.raises(CommandError, match="no LiteLLM at /nonexistent/python"):
         call_command("bench_gateway", "--litellm-python", "/nonexistent/python")
 

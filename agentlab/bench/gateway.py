@@ -1,12 +1,14 @@
 """The endpoints `manage.py bench_gateway` calls, all in front of one scripted server.
 
 - the scripted server itself (`python -m agentlab.bench.stack llm`, its own process): the
-  direct call, the baseline every added latency is measured from;
+  direct call, the baseline every added latency is measured from. Two of them: `MODEL` answers
+  at once, `PACED` after a model's time (the concurrent clients' level: agents that wait on
+  their model, as real ones do, rather than a machine saturated by an instant one);
 - Agent Lab's gateway: one daphne on a throw-away state folder (SQLite), a user with a gateway
-  token and a model profile named `MODEL` whose base URL is the scripted server (`prepare`, run
-  in that folder); recording as configured by default (every call an `llm` step);
+  token and a model profile per model name whose base URL is its scripted server (`prepare`,
+  run in that folder); recording as configured by default (every call an `llm` step);
 - LiteLLM's proxy (`litellm[proxy]`, requirements-litellm.txt) in its own virtualenv, with a
-  config that maps `MODEL` to the same server and a master key (both proxies check a key).
+  config that maps both names to the same servers and a master key (both proxies check a key).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from agentlab.bench.cluster import wait_for as _wait_for
 from agentlab.bench.servers import free_port
 
 MODEL = "bench-model"
+PACED = "bench-model-paced"
 UPSTREAM_KEY = "bench-upstream-key"  # the scripted server reads no key
 LITELLM_KEY = "sk-bench-master-key"
 _ROOT = Path(__file__).resolve().parents[2]
@@ -56,6 +59,7 @@ class Endpoint:
     base_url: str
     api_key: str
     pid: int = 0  # 0: nothing but the scripted server (its CPU is in every target's)
+    model: str = MODEL
 
     def cpu_ms(self) -> float:
         if not self.pid:
@@ -63,22 +67,25 @@ class Endpoint:
         return sum(process_cpu_ms(p) or 0.0 for p in (self.pid, *children(self.pid)))
 
 
-def start_upstream(stack: ExitStack, folder: Path, env: dict[str, str]) -> Endpoint:
-    """The scripted server: every call answered at once with a short text (streamed: SSE)."""
-    port_file = folder / "llm.port"
+def start_upstream(stack: ExitStack, folder: Path, env: dict[str, str], model: str = MODEL,
+                   delay_ms: float = 0) -> Endpoint:
+    """A scripted server: every call answered with a short text (streamed: SSE), at once or
+    after `delay_ms`."""
+    port_file = folder / f"{model}.port"
     proc = spawn(stack, [sys.executable, "-m", "agentlab.bench.stack", "llm", str(port_file),
-                         "0"], env)
+                         "0", str(delay_ms / 1000)], env)
     port = _wait_for(lambda: port_file.exists() and port_file.read_text(),
                      "the scripted server", 20, proc)
-    return Endpoint("direct", f"http://127.0.0.1:{port}/v1", UPSTREAM_KEY)
+    return Endpoint("direct", f"http://127.0.0.1:{port}/v1", UPSTREAM_KEY, model=model)
 
 
-def start_gateway(stack: ExitStack, env: dict[str, str], upstream: Endpoint) -> Endpoint:
+def start_gateway(stack: ExitStack, env: dict[str, str], upstreams: list[Endpoint]
+                  ) -> Endpoint:
     """Migrate, prepare (in its own process: this one's Django is not the bench's folder's),
-    then one daphne; ready once the gateway lists the model for the token."""
-    done = subprocess.run([sys.executable, "-m", "agentlab.bench.gateway", "prepare",
-                           upstream.base_url], env=env, capture_output=True, text=True,
-                          timeout=300, cwd=str(_ROOT))
+    then one daphne; ready once the gateway lists the models for the token."""
+    routes = json.dumps({u.model: u.base_url for u in upstreams})
+    done = subprocess.run([sys.executable, "-m", "agentlab.bench.gateway", "prepare", routes],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=str(_ROOT))
     if done.returncode:
         raise RuntimeError(f"preparing Agent Lab failed:\n{done.stderr[-2000:]}")
     token = json.loads(done.stdout.strip().splitlines()[-1])["token"]
@@ -86,8 +93,8 @@ def start_gateway(stack: ExitStack, env: dict[str, str], upstream: Endpoint) -> 
     start_processes(cluster, stack)
     base = f"http://127.0.0.1:{cluster.ports[0]}/gateway/v1"
     listed = models(base, token)
-    if MODEL not in listed:
-        raise RuntimeError(f"the gateway at {base} does not list {MODEL!r}: {listed}")
+    if any(u.model not in listed for u in upstreams):
+        raise RuntimeError(f"the gateway at {base} does not list the bench's models: {listed}")
     return Endpoint("Agent Lab", base, token, cluster.app_pids[0])
 
 
@@ -102,15 +109,15 @@ def models(base: str, key: str) -> list[str]:
                            f"{exc.read()[:300].decode(errors='replace')}") from None
 
 
-def start_litellm(stack: ExitStack, folder: Path, python: Path, upstream: Endpoint,
+def start_litellm(stack: ExitStack, folder: Path, python: Path, upstreams: list[Endpoint],
                   timeout: float = 180) -> Endpoint:
     """LiteLLM's proxy, one process (its default of one worker), no database: its own
     defaults, with a master key so that it checks a key as the gateway does."""
     config = folder / "litellm.yaml"  # JSON is YAML
     config.write_text(json.dumps({
-        "model_list": [{"model_name": MODEL, "litellm_params": {
-            "model": f"openai/{MODEL}", "api_base": upstream.base_url,
-            "api_key": UPSTREAM_KEY}}],
+        "model_list": [{"model_name": u.model, "litellm_params": {
+            "model": f"openai/{u.model}", "api_base": u.base_url,
+            "api_key": UPSTREAM_KEY}} for u in upstreams],
         "general_settings": {"master_key": LITELLM_KEY},
     }))
     port = free_port()
@@ -141,7 +148,8 @@ def start_litellm(stack: ExitStack, folder: Path, python: Path, upstream: Endpoi
             tail = (folder / "litellm.log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"LiteLLM exited with {proc.returncode}:\n{tail}")
         try:
-            if MODEL in models(base + "/v1", LITELLM_KEY):
+            listed = models(base + "/v1", LITELLM_KEY)
+            if all(u.model in listed for u in upstreams):
                 return Endpoint(f"LiteLLM {LITELLM_VERSION}", base + "/v1", LITELLM_KEY,
                                 proc.pid)
         except (OSError, RuntimeError, ValueError, KeyError):
@@ -175,8 +183,9 @@ def settled(database: Path, want: int, timeout: float) -> tuple[int, int]:
     return recorded(database)
 
 
-def prepare(upstream_url: str) -> dict[str, Any]:
-    """In a fresh state folder: migrate, a user, a gateway token and the model profile."""
+def prepare(routes: dict[str, str]) -> dict[str, Any]:
+    """In a fresh state folder: migrate, a user, a gateway token and a model profile per model
+    name (`routes`: name -> the scripted server's base URL)."""
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentlab.settings")
@@ -189,14 +198,16 @@ def prepare(upstream_url: str) -> dict[str, Any]:
 
     call_command("migrate", verbosity=0, interactive=False)
     user = User.objects.create_user("bench", password=None)
-    ModelProfile.objects.create(name=MODEL, base_url=upstream_url, model=MODEL, retries=0,
-                                timeout_s=30)
+    for name, url in routes.items():
+        ModelProfile.objects.create(name=name, base_url=url, model=name, retries=0,
+                                    timeout_s=30)
     _row, token = create_token(user, name="bench_gateway", scope="gateway")
     return {"token": token}
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["prepare"] and len(sys.argv) == 3:
-        print(json.dumps(prepare(sys.argv[2])))
+        print(json.dumps(prepare(json.loads(sys.argv[2]))))
     else:
-        sys.exit("usage: python -m agentlab.bench.gateway prepare UPSTREAM_URL")
+        sys.exit("usage: python -m agentlab.bench.gateway prepare "
+                 "'{\"MODEL\": \"UPSTREAM_URL\", …}'")

@@ -21,7 +21,7 @@ from typing import Any
 
 from openai import APIError, AsyncOpenAI
 
-from agentlab.bench.gateway import MODEL, Endpoint
+from agentlab.bench.gateway import Endpoint
 
 SYSTEM = ("You are a careful assistant. Think step by step, call a tool when it helps, and "
           "answer in one short sentence once you know the answer. " * 4).strip()
@@ -76,13 +76,14 @@ class Agents:
         began = time.perf_counter()
         if not stream:
             reply = await client.chat.completions.create(
-                model=MODEL, messages=MESSAGES, tools=TOOLS, extra_headers=headers)
+                model=self.endpoint.model, messages=MESSAGES, tools=TOOLS,
+                extra_headers=headers)
             if not reply.choices:
                 raise ValueError("a reply without choices")
             return (time.perf_counter() - began) * 1000
         first = None
         chunks = await client.chat.completions.create(
-            model=MODEL, messages=MESSAGES, tools=TOOLS, stream=True,
+            model=self.endpoint.model, messages=MESSAGES, tools=TOOLS, stream=True,
             stream_options={"include_usage": True}, extra_headers=headers)
         async for chunk in chunks:
             if first is None and chunk.choices and chunk.choices[0].delta.content:
@@ -91,11 +92,14 @@ class Agents:
             raise ValueError("a stream without text")
         return (first - began) * 1000
 
-    async def batch(self, per_client: int, stream: bool) -> Sample:
-        """Every client makes `per_client` calls one after another, all clients at once."""
+    async def batch(self, per_client: int, stream: bool, stagger_s: float = 0.0) -> Sample:
+        """Every client makes `per_client` calls one after another, all clients at once; the
+        i-th starts i/n of `stagger_s` late (agents do not call in step: started together, 50
+        clients of a paced model would send 50 requests at the same instant each time)."""
         sample = Sample()
 
         async def agent(i: int) -> None:
+            await asyncio.sleep(stagger_s * i / len(self.clients))
             for _ in range(per_client):
                 try:
                     sample.ms.append(await self.call(i, stream))
@@ -117,22 +121,23 @@ Figures = dict[str, dict[int, dict[bool, Sample]]]  # endpoint → clients → s
 
 
 async def measure(endpoints: list[Endpoint], level: int, per_client: int, rounds: int,
-                  warmup: int, calls_per_run: int, figures: Figures,
+                  warmup: int, calls_per_run: int, figures: Figures, stagger_s: float = 0.0,
                   say: Any = print) -> None:
     """`level` clients per endpoint, `per_client` calls each per mode, over `rounds` rounds;
-    first `warmup` calls per client and mode, not counted (connections, first imports)."""
+    first `warmup` calls per client and mode, not counted (connections, first imports); the
+    clients' starts spread over `stagger_s`."""
     agents = [Agents(e, level, calls_per_run) for e in endpoints]
     try:
         for a in agents:
             for stream in MODES:
-                await a.batch(warmup, stream)
+                await a.batch(warmup, stream, stagger_s)
         shares = [per_client // rounds + (r < per_client % rounds) for r in range(rounds)]
         for r, share in enumerate(shares):
             if not share:
                 continue
             for a in agents[r % len(agents):] + agents[:r % len(agents)]:
                 for stream in MODES:
-                    got = await a.batch(share, stream)
+                    got = await a.batch(share, stream, stagger_s)
                     mine = figures.setdefault(a.endpoint.name, {}).setdefault(level, {})
                     mine.setdefault(stream, Sample()).add(got)
             say(f"  round {r + 1}/{rounds} done")

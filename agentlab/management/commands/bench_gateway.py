@@ -2,14 +2,21 @@
 over a direct call to the same model server, beside LiteLLM's proxy on the same machine (the
 goals: issue 40, "Performance"; docs/GATEWAY.md, "Performance").
 
-Every endpoint is a real process on loopback in front of one scripted OpenAI-compatible server
-that answers at once (agentlab/bench/gateway.py): the server itself (the direct call), Agent
+Every endpoint is a real process on loopback in front of the same scripted OpenAI-compatible
+servers (agentlab/bench/gateway.py): the server itself (the direct call), Agent
 Lab's gateway in one daphne with a throw-away SQLite state folder, recording on as by default,
 and LiteLLM's proxy from its own virtualenv (requirements-litellm.txt). The clients are the
 real openai SDK (agentlab/bench/gateway_load.py). The figures, at 1 client (sequential calls)
 and N concurrent clients: the non-streamed call's total time and the streamed call's time to
 first token, p50 and p99, each endpoint's minus the direct call's (the same percentile), and
 the CPU each proxy process spends per call.
+
+One client calls a model that answers at once: each call's figure is the proxy's overhead and
+nothing else. The concurrent clients call a model that answers after --model-ms (500 by
+default), as agents wait on a hosted model, their starts spread over that time (agents do not
+call in step): with an instant model, 50 clients that call again the moment they are answered
+saturate any machine (on 2 cores the direct call alone then waits ~100 ms at p50 in the
+clients' own queue), and every figure is queueing; --model-ms 0 measures that case.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import json
 import os
 import tempfile
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +36,8 @@ from agentlab.bench.cluster import child_env
 from agentlab.bench.gateway import (
     LITELLM_INSTALL,
     LITELLM_VERSION,
+    MODEL,
+    PACED,
     Endpoint,
     litellm_python,
     settled,
@@ -52,11 +62,15 @@ class Command(BaseCommand):
         parser.add_argument("--clients", type=int, default=50,
                             help="concurrent clients of the second level (default 50) …")
         parser.add_argument("--client-calls", type=int, default=20,
-                            help="… each making this many calls per mode (default 20)")
+                            help="… each making this many calls per mode (default 20) …")
+        parser.add_argument("--model-ms", type=float, default=500,
+                            help="… to a model that answers after this long (default 500; "
+                                 "0: at once, a saturated machine)")
         parser.add_argument("--rounds", type=int, default=4,
                             help="turns the endpoints take at each level (default 4)")
         parser.add_argument("--warmup", type=int, default=10,
-                            help="calls per client and mode first, not counted (default 10)")
+                            help="calls first, not counted, per mode: of the one client "
+                                 "(default 10); each concurrent client makes one")
         parser.add_argument("--calls-per-run", type=int, default=10,
                             help="calls a client makes under one traceparent (default 10)")
         parser.add_argument("--litellm-python",
@@ -69,40 +83,51 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         sizes = ("calls", "clients", "client_calls", "rounds", "calls_per_run")
-        if any(opts[k] < 1 for k in sizes) or opts["warmup"] < 0:
+        if any(opts[k] < 1 for k in sizes) or opts["warmup"] < 0 or opts["model_ms"] < 0:
             raise CommandError("--calls, --clients, --client-calls, --rounds and "
-                               "--calls-per-run need numbers ≥ 1, --warmup ≥ 0")
+                               "--calls-per-run need numbers ≥ 1, --warmup and --model-ms ≥ 0")
+        if opts["clients"] < 2:
+            raise CommandError("--clients is the concurrent level: 2 or more (1 client is "
+                               "always measured)")
         python = Path(opts["litellm_python"]) if opts["litellm_python"] else litellm_python()
         if opts["litellm_python"] and not python.exists():
             raise CommandError(f"no LiteLLM at {python} (make it with: {LITELLM_INSTALL})")
         anchor = ("skipped" if opts["skip_litellm"] else
                   None if python.exists() else f"not installed: {LITELLM_INSTALL}")
         levels = [(1, opts["calls"]), (opts["clients"], opts["client_calls"])]
+        warmups = {1: opts["warmup"], opts["clients"]: min(opts["warmup"], 1)}
         with tempfile.TemporaryDirectory(prefix="agentlab-bench-gateway-") as tmp, \
                 ExitStack() as stack:
             folder = Path(tmp)
             env = child_env(folder)
-            self.say("starting the scripted OpenAI-compatible server …")
-            endpoints = [start_upstream(stack, folder, env)]
+            self.say("starting the scripted OpenAI-compatible servers (at once, and after "
+                     f"{opts['model_ms']:g} ms) …")
+            upstreams = [start_upstream(stack, folder, env),
+                         start_upstream(stack, folder, env, PACED, opts["model_ms"])]
             self.say("starting Agent Lab (migrate, a user, a gateway token, the model "
-                     "profile, daphne) …")
-            endpoints.append(start_gateway(stack, env, endpoints[0]))
+                     "profiles, daphne) …")
+            proxies = [start_gateway(stack, env, upstreams)]
             if anchor is None:
                 self.say(f"starting LiteLLM {LITELLM_VERSION} ({python}) …")
-                endpoints.append(start_litellm(stack, folder, python, endpoints[0]))
+                proxies.append(start_litellm(stack, folder, python, upstreams))
             load_before = _load()
             figures: Figures = {}
-            for clients, per_client in levels:
-                self.say(f"{clients} client(s) × {per_client} calls per mode, "
-                         f"{len(endpoints)} endpoints taking turns …")
+            for (clients, per_client), upstream in zip(levels, upstreams, strict=True):
+                endpoints = [upstream, *(replace(p, model=upstream.model) for p in proxies)]
+                self.say(f"{clients} client(s) × {per_client} calls per mode to {upstream.model}"
+                         f", {len(endpoints)} endpoints taking turns …")
+                stagger = opts["model_ms"] / 1000 if clients > 1 else 0.0
                 asyncio.run(measure(endpoints, clients, per_client, opts["rounds"],
-                                    opts["warmup"], opts["calls_per_run"], figures, self.say))
+                                    warmups[clients], opts["calls_per_run"], figures, stagger,
+                                    self.say))
             load_after = _load()
-            answered = sum(len(s.ms) + opts["warmup"] * clients
+            answered = sum(len(s.ms) + warmups[clients] * clients
                            for clients, by_mode in figures[LAB].items()
                            for s in by_mode.values())
             steps, runs = settled(folder / "agentlab.sqlite3", answered, timeout=60)
-        self.table(figures, endpoints, levels, anchor)
+        self.table(figures, [upstreams[0], *proxies], levels, anchor)
+        self.say(f"models: 1 client → {MODEL} (answers at once); {opts['clients']} clients → "
+                 f"{PACED} (answers after {opts['model_ms']:g} ms)")
         self.say(f"recording: {steps:,} llm steps in {runs:,} runs for the {answered:,} calls "
                  "the gateway answered (warm-up included)")
         self.say(f"load average before / after (1/5/15 min): {load_before} / {load_after} "
