@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "agentlab.evals",
     "agentlab.tokens",
     "agentlab.receiver",
+    "agentlab.gateway",
     "agentlab.feedback",
     "agentlab.review",
     "agentlab.monitors",
@@ -305,6 +306,17 @@ AGENTLAB_RECEIVER_MAX_OPEN_TRACES = env_int("AGENTLAB_RECEIVER_MAX_OPEN_TRACES",
 AGENTLAB_RECEIVER_MAX_TRACES_PER_REQUEST = env_int("AGENTLAB_RECEIVER_MAX_TRACES_PER_REQUEST",
                                                    1_000)
 AGENTLAB_RECEIVER_MAX_VALUE_CHARS = env_int("AGENTLAB_RECEIVER_MAX_VALUE_CHARS", 1_000_000)
+
+# The OpenAI-compatible gateway (/gateway/v1, agentlab/gateway/, docs/GATEWAY.md): a request's
+# body (before Django reads it); per user and process, requests a minute and at once; how long
+# a call may be held at a breakpoint (clients give up: the openai SDKs after 600 s, many
+# frameworks sooner), and how long a run may be quiet before it ends.
+AGENTLAB_GATEWAY_MAX_BODY_BYTES = env_int("AGENTLAB_GATEWAY_MAX_BODY_BYTES", 8 * 1024 * 1024)
+AGENTLAB_GATEWAY_REQUESTS_PER_MIN = env_int("AGENTLAB_GATEWAY_REQUESTS_PER_MIN", 6_000)
+AGENTLAB_GATEWAY_MAX_IN_FLIGHT = env_int("AGENTLAB_GATEWAY_MAX_IN_FLIGHT", 64)
+AGENTLAB_GATEWAY_MAX_HELD = env_int("AGENTLAB_GATEWAY_MAX_HELD", 16)
+AGENTLAB_GATEWAY_HOLD_S = env_int("AGENTLAB_GATEWAY_HOLD_S", 300)
+AGENTLAB_GATEWAY_IDLE_S = env_int("AGENTLAB_GATEWAY_IDLE_S", 120)
 
 
 # -- Production profile: AGENTLAB_ENV=production (docs/SECURITY.md "Deploying") ------------------

@@ -22,6 +22,7 @@ urlpatterns = [
     path("evals/", include("agentlab.evals.urls")),
     path("tokens/", include("agentlab.tokens.urls")),
     path("", include("agentlab.receiver.urls")),
+    path("gateway/", include("agentlab.gateway.urls")),
     path("feedback/", include("agentlab.feedback.urls")),
     path("review/", include("agentlab.review.urls")),
     path("scorers/", include("agentlab.monitors.urls")),

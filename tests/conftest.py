@@ -27,6 +27,9 @@ os.environ.setdefault("AGENTLAB_KEY_VARIABLES", ",".join([
 # No review-rules thread in the processes tests start (daphne): a test runs the pass itself
 # (agentlab/review/sync.py); in this process the fixture below turns it off.
 os.environ.setdefault("AGENTLAB_REVIEW_SYNC_S", "0")
+# A gateway run ends after this many quiet seconds (the processes tests start too): long
+# enough for an agent between two calls, short enough for a test to see it end.
+os.environ.setdefault("AGENTLAB_GATEWAY_IDLE_S", "5")
 
 pytest_plugins = ["tests.fixtures", "tests.llm_servers", "tests.browser_fixtures",
                   "tests.redis_fixtures", "tests.sockets", "tests.otel_fixtures",

@@ -72,6 +72,7 @@ class OpenAIChatModel:
         temperature: float | None = None,
         max_tokens: int | None = None,
         on_token: TokenCallback | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> ChatResult:
         """One completion; retries transient failures, then tries the fallback profiles.
 
@@ -80,7 +81,7 @@ class OpenAIChatModel:
         start, so after a retry `on_token` sees the new attempt's deltas from its beginning."""
         request = {"messages": messages, "tools": tools, "tool_choice": tool_choice,
                    "response_format": response_format, "stop": stop,
-                   "temperature": temperature, "max_tokens": max_tokens}
+                   "temperature": temperature, "max_tokens": max_tokens, "extra": extra}
         started = time.perf_counter()
         tally = _Tally()
         failures: list[LLMError] = []  # the last error of each profile tried
@@ -139,7 +140,8 @@ class OpenAIChatModel:
         as_user = p.tool_results_as_user
         if as_user is None:  # automatic: our llama.cpp template drops `tool` messages
             as_user = model == DEFAULT_MODEL
-        kwargs: dict[str, Any] = {"model": model,
+        # `extra`: parameters a caller passes through as they are (the gateway's top_p, seed…)
+        kwargs: dict[str, Any] = {**(request.get("extra") or {}), "model": model,
                                   "messages": _wire_messages(request["messages"], as_user)}
         if request["tools"]:
             kwargs["tools"] = request["tools"]

@@ -26,6 +26,7 @@ from agentlab.runs.registry import REGISTRY
 from agentlab.runtime.context import Approval
 from traces.schema import Step
 
+BREAK_KINDS = ("llm", "tool")  # the kinds of call a checkpoint comes before
 LLM_REQUEST_KEYS = ("messages", "tools", "tool_choice", "response_format", "stop",
                     "temperature", "max_tokens")
 
@@ -40,6 +41,7 @@ class DebugSettings:
     break_tools: frozenset[str] = frozenset()
     break_on_error: bool = False
     break_on_reflection: bool = False
+    break_kinds: frozenset[str] = frozenset()  # hold before every call of these kinds
 
     @classmethod
     def from_frame(cls, frame: dict[str, Any]) -> DebugSettings:
@@ -53,12 +55,17 @@ class DebugSettings:
         tools = frame.get("break_tools", [])
         if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
             raise ControlError('"break_tools" must be a list of tool names')
-        return cls(break_tools=frozenset(t.strip() for t in tools if t.strip()), **flags)
+        kinds = frame.get("break_kinds", [])
+        if not isinstance(kinds, list) or not set(kinds) <= set(BREAK_KINDS):
+            raise ControlError(f'"break_kinds" must be a list of {" and ".join(BREAK_KINDS)}')
+        return cls(break_tools=frozenset(t.strip() for t in tools if t.strip()),
+                   break_kinds=frozenset(kinds), **flags)
 
     def to_dict(self) -> dict[str, Any]:
         return {"step_mode": self.step_mode, "break_tools": sorted(self.break_tools),
                 "break_on_error": self.break_on_error,
-                "break_on_reflection": self.break_on_reflection}
+                "break_on_reflection": self.break_on_reflection,
+                "break_kinds": sorted(self.break_kinds)}
 
 
 class Publisher(Protocol):
@@ -116,8 +123,11 @@ class Pause:
         if self.edit is not None:
             pending["input"] = (self.edit if self.step.kind != "llm"
                                 else {**(self.step.input or {}), **self.edit})
-        return {"reason": self.reason, "waiting_for": self.waiting_for, "pending": pending,
+        detail = {"reason": self.reason, "waiting_for": self.waiting_for, "pending": pending,
                 "edited": self.edit is not None}
+        if self.expires_at is not None:  # the page says how long the call still waits
+            detail["expires_at"] = self.expires_at
+        return detail
 
 
 @dataclass
@@ -129,6 +139,9 @@ class RunControl:
     pauses: dict[int, Pause] = field(default_factory=dict)  # seq -> what waits there
     _pause_next: str | None = None  # why the next checkpoint pauses (pause, step, breakpoint)
     _seen_after: set[int] = field(default_factory=set)
+    # How long a held call may wait (None: as long as it takes); the gateway's calls have a
+    # client on the other end that gives up (agentlab/gateway/control.py).
+    hold_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.publisher is None:
@@ -141,7 +154,9 @@ class RunControl:
         reason = self._why_pause(step)
         if reason is None:
             return None
-        pause = await self._wait(Pause(step, reason, "step", self._future()))
+        expires = time.time() + self.hold_s if self.hold_s is not None else None
+        pause = await self._wait(Pause(step, reason, "step", self._future(),
+                                       expires_at=expires))
         if pause.future.result() == "step":
             self._pause_next = "stepped: paused at the next checkpoint"
         return pause.edit
@@ -172,6 +187,8 @@ class RunControl:
             return f"step mode: before the {step.kind} call {step.name}".rstrip()
         if step.kind == "tool" and step.name in self.settings.break_tools:
             return f"breakpoint on the tool {step.name}"
+        if step.kind in self.settings.break_kinds:
+            return f"breakpoint on every {step.kind} call: {step.name}".rstrip(": ")
         return None
 
     async def _wait(self, pause: Pause) -> Pause:
@@ -253,14 +270,22 @@ class RunControl:
         new = frame.get("input")
         if not isinstance(new, dict):
             raise ControlError('"input" must be a JSON object (the edited arguments or request)')
-        if pause.step.kind == "llm":
+        self.check_edit(pause.step, new)
+        pause.edit = copy.deepcopy(new)
+        await self.announce()
+
+    def check_edit(self, step: Step, new: dict[str, Any]) -> None:
+        """Refuse, by name, an edit the held step cannot take (ControlError)."""
+        if step.kind == "llm":
             if unknown := sorted(set(new) - set(LLM_REQUEST_KEYS)):
                 raise ControlError(f"an LLM request has no field {', '.join(unknown)}")
             if "messages" in new and not isinstance(new["messages"], list):
                 raise ControlError('"messages" must be a list of messages')
-        pause.edit = copy.deepcopy(new)
+
+    async def announce(self) -> None:
+        """Tell the watchers where the run stands now (paused with what waits, or running)."""
         assert self.publisher is not None
-        await self.publisher.status("paused", self.detail())
+        await self.publisher.status(*self._state())
 
     def _decide(self, frame: dict[str, Any], *, approved: bool) -> None:
         pause = self._paused_at(frame, "approval")

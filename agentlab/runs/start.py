@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from agentlab.models import Agent
 from agentlab.runs.room import RunLimit, ensure_room
@@ -30,7 +31,7 @@ from agentlab.runs.snapshot import create_run, queued_run
 from traces.models import Run
 from traces.owners import RECEIVED, process_id
 
-__all__ = ["RunLimit", "received_runs", "reserve", "start_run", "start_runs"]
+__all__ = ["RunLimit", "gateway_run", "received_runs", "reserve", "start_run", "start_runs"]
 
 What = Agent | Mapping[str, Any]  # an agent row, or a snapshot already bound (a fork's)
 
@@ -93,3 +94,17 @@ def received_runs(user: Any, fields: Sequence[Mapping[str, Any]]) -> list[Run]:
     statement: a request may open a thousand traces."""
     return Run.objects.bulk_create(
         Run(user=user, agent=None, status="running", worker=RECEIVED, **f) for f in fields)
+
+
+def gateway_run(user: Any, *, question: str, agent_name: str, snapshot: Mapping[str, Any],
+                parent_run: Run | None = None, fork_seq: int | None = None) -> Run:
+    """The run of an agent that calls its model through the gateway (agentlab.gateway):
+    `running` from its first call, held by this process (the start-up sweep marks it
+    interrupted if the process dies), taking a place under the per-user limit like any run
+    going — the limit on concurrent gateway sessions is that one (room.RunLimit)."""
+    with transaction.atomic():
+        ensure_room(user, 1)
+        return Run.objects.create(
+            user=user, agent=None, agent_name=agent_name, input=question, status="running",
+            agent_snapshot=dict(snapshot), worker=process_id(), started_at=timezone.now(),
+            parent_run=parent_run, fork_seq=fork_seq)

@@ -1,0 +1,183 @@
+"""One chat request of a gateway run, from the tool results it carries to the reply.
+
+The session records what the request carries and holds it where the run's control says; the
+reply comes from the record (a replay or fork), from the person (written at a hold), or from
+the route's profile through Agent Lab's one model client (agentlab.llm.client: retries,
+fallbacks, each server's dialect); then it is recorded and sent, as one chat.completion or as
+a stream. With output guardrails on the route a stream is sent once the reply is checked: a
+block must be able to stop what the agent gets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from django.http import HttpResponse, StreamingHttpResponse
+
+from agentlab.gateway.protocol import (
+    ChatRequest,
+    Chunks,
+    GatewayError,
+    completion,
+    message_of,
+    upstream_error,
+)
+from agentlab.gateway.routes import Route
+from agentlab.gateway.session import Session
+from agentlab.gateway.sessions import TABLE
+from agentlab.guardrails.checks import Budget, scan_text
+from agentlab.guardrails.decisions import decide
+from agentlab.llm.errors import LLMError
+from agentlab.llm.types import ChatResult
+
+log = logging.getLogger(__name__)
+
+
+async def answer(session: Session, request: ChatRequest, route: Route) -> HttpResponse:
+    session.in_flight += 1
+    session.last_seen = time.monotonic()
+    streaming = False
+    try:
+        await session.tool_results(request.messages)
+        sent = dataclasses.replace(request, messages=session.substituted(request.messages))
+        step, sent, ready = await session.open_call(sent, request.model)
+        started = time.perf_counter()
+        if ready is not None:
+            await session.close_call(step, ready, started)
+            TABLE.remember(session, request.messages, message_of(ready))
+            return _reply(request, ready)
+        if request.stream and not route.has_output_checks:
+            streaming = True
+            return _stream(session, request, sent, route, step, started)
+        result = TABLE.own_call_ids(session, await _call(session, sent, route, step))
+        await session.close_call(step, result, started)
+        TABLE.remember(session, request.messages, message_of(result))
+        return _reply(request, result)
+    finally:
+        if not streaming:
+            session.in_flight -= 1
+            session.last_seen = time.monotonic()
+
+
+async def _call(session: Session, sent: ChatRequest, route: Route, step: Any,
+                on_token: Any = None) -> ChatResult:
+    try:
+        return await route.model.chat(
+            sent.messages, tools=sent.tools, tool_choice=sent.tool_choice,
+            response_format=sent.response_format, stop=sent.stop,
+            temperature=sent.temperature, max_tokens=sent.max_tokens, on_token=on_token,
+            extra=sent.extra)
+    except LLMError as exc:
+        await session.fail_call(step, str(exc), exc.kind)
+        raise upstream_error(exc) from None
+    except asyncio.CancelledError:
+        await session.fail_call(step, "the client closed the connection before the reply")
+        raise
+
+
+def _reply(request: ChatRequest, result: ChatResult) -> HttpResponse:
+    if not request.stream:
+        return json_response(completion(result, request.model))
+    chunks = Chunks(request.model)
+
+    async def events() -> AsyncIterator[bytes]:
+        yield chunks.opening()
+        if result.text:
+            yield chunks.content(result.text)
+        for event in chunks.ending(result, usage=request.include_usage):
+            yield event
+
+    return _sse(events())
+
+
+def _stream(session: Session, request: ChatRequest, sent: ChatRequest, route: Route,
+            step: Any, started: float) -> StreamingHttpResponse:
+    """Tokens go to the agent as the model writes them; the step is recorded at the end."""
+    chunks = Chunks(request.model)
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    async def on_token(delta: str) -> None:
+        queue.put_nowait(chunks.content(delta))
+
+    async def call() -> None:
+        try:
+            result = TABLE.own_call_ids(session,
+                                        await _call(session, sent, route, step, on_token))
+            await session.close_call(step, result, started)
+            TABLE.remember(session, request.messages, message_of(result))
+            for event in chunks.ending(result, usage=request.include_usage):
+                queue.put_nowait(event)
+        except GatewayError as exc:
+            for event in chunks.error(exc):
+                queue.put_nowait(event)
+        except Exception:
+            log.exception("gateway run %s: a streamed call failed", session.run_id)
+            for event in chunks.error(GatewayError(500, "The gateway failed on this call.",
+                                                   type="api_error")):
+                queue.put_nowait(event)
+        finally:
+            queue.put_nowait(None)
+
+    async def events() -> AsyncIterator[bytes]:
+        task = asyncio.get_running_loop().create_task(call())
+        try:
+            yield chunks.opening()
+            while (event := await queue.get()) is not None:
+                yield event
+        finally:
+            if not task.done():  # the client went away: the call stops, the step says so
+                task.cancel()
+            session.in_flight -= 1
+            session.last_seen = time.monotonic()
+
+    return _sse(events())
+
+
+def _sse(events: AsyncIterator[bytes]) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(events, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # a proxy in front must not hold the tokens
+    return response
+
+
+def json_response(body: dict[str, Any], status: int = 200,
+                  headers: dict[str, str] | None = None) -> HttpResponse:
+    response = HttpResponse(json.dumps(body, ensure_ascii=False, separators=(",", ":")),
+                            status=status, content_type="application/json")
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def error_response(error: GatewayError) -> HttpResponse:
+    return json_response(error.body(), error.status, error.headers)
+
+
+def guard_input(request: ChatRequest, route: Route) -> ChatRequest:
+    """The route's input guardrails on what the user says (user messages): redacted before
+    the model, the database or a page sees it; a block refuses the request. Judges do not
+    read gateway traffic (a judge is a model call of its own per message)."""
+    checks = route.input_checks
+    if not checks:
+        return request
+    budget, messages = Budget(), []
+    for i, message in enumerate(request.messages):
+        content = message.get("content")
+        if message.get("role") != "user" or not isinstance(content, str):
+            messages.append(message)
+            continue
+        text, hits = scan_text(content, checks, subject=True, path=f"question.{i}",
+                               budget=budget)
+        for decision in decide(hits, may_block=True):
+            if decision["action"] == "block":
+                raise GatewayError(400, f"Blocked by the guardrail {decision['guardrail']}: "
+                                        f"{decision['message']}", code="guardrail_blocked",
+                                   retry=False)
+        messages.append({**message, "content": text} if text != content else message)
+    return dataclasses.replace(request, messages=messages)

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class GatewayConfig(AppConfig):
+    name = "agentlab.gateway"
+    label = "gateway"
+    verbose_name = "Gateway"

@@ -1,0 +1,134 @@
+"""A requested model name -> the profile that answers it and the guardrails that apply.
+
+The profile whose name is the model, else the admin's route for that name, else the route
+for `*`, else the embedded model's profile (or the embedded model itself on a fresh install).
+Read once per name and cached in the process until a route or profile is saved (signals
+below): a request pays no query for it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from django.db.models import Q
+from django.db.models.signals import post_delete, post_save
+
+from agentlab.gateway.models import GatewayRoute
+from agentlab.gateway.protocol import GatewayError, upstream_error
+from agentlab.guardrail_rows import entry, guardrails_of
+from agentlab.guardrails.checks import Check
+from agentlab.llm import transport
+from agentlab.llm.client import OpenAIChatModel
+from agentlab.llm.errors import translate
+from agentlab.llm.keys import key_variable_problem
+from agentlab.llm.local_server import MODEL_NAME, local_base_url
+from agentlab.llm.types import ProfileConfig
+from agentlab.models import Agent, Guardrail, ModelProfile
+from agentlab.profiles import EMBEDDED_PROFILE, model_for, to_config
+
+DEFAULT = "*"
+
+
+@dataclass(frozen=True)
+class Route:
+    profile: ProfileConfig
+    checks: tuple[Check, ...]
+    agent: str = ""  # the agent whose guardrails apply, if a route names one
+
+    @property
+    def input_checks(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.stage == "input")
+
+    @property
+    def input_off_loop(self) -> bool:
+        """A user's deny-list pattern among the input checks: scanned in a thread."""
+        return any(c.kind == "regex" for c in self.input_checks)
+
+    @property
+    def has_output_checks(self) -> bool:
+        return any(c.stage == "output" for c in self.checks)
+
+    @property
+    def model(self) -> OpenAIChatModel:
+        return _models.setdefault(self.profile, model_for(self.profile))
+
+
+_routes: dict[str, Route] = {}
+_models: dict[ProfileConfig, OpenAIChatModel] = {}  # one per profile: its learnt dialect
+
+
+def cached(model: str) -> Route | None:
+    """The route of `model` if this process has read it (no thread, no query)."""
+    return _routes.get(model)
+
+
+def route(model: str) -> Route:
+    """The route of `model` (called in a thread: it may read the database)."""
+    found = _routes.get(model)
+    if found is None:
+        found = _routes[model] = _read(model)
+    return found
+
+
+def _read(model: str) -> Route:
+    profile = ModelProfile.objects.filter(name=model).first()
+    row = None
+    if profile is None:
+        row = (GatewayRoute.objects.select_related("profile", "agent")
+               .filter(model_name__in=(model, DEFAULT))
+               .order_by("-model_name").first())  # the exact name sorts after "*"
+        profile = row.profile if row is not None else (
+            ModelProfile.objects.filter(name=EMBEDDED_PROFILE).first())
+    agent = row.agent if row is not None else None
+    config = (to_config(profile) if profile is not None else
+              ProfileConfig(name=EMBEDDED_PROFILE, base_url=local_base_url(), model=MODEL_NAME))
+    return Route(config, _checks(agent), agent.name if agent else "")
+
+
+def _checks(agent: Agent | None) -> tuple[Check, ...]:
+    rows = (guardrails_of(agent) if agent is not None else
+            [entry(g) for g in Guardrail.objects.filter(Q(applies_to_all=True), enabled=True)
+             .select_related("judge_profile").order_by("name")])
+    # Judges do not read gateway traffic: a judge is a model call of its own per message.
+    return tuple(Check.from_dict(r) for r in rows if r["kind"] != "judge")
+
+
+def forget(**_kwargs: object) -> None:
+    """A route, profile, agent or guardrail changed: read them again at the next request."""
+    _routes.clear()
+    _models.clear()
+
+
+for _model in (GatewayRoute, ModelProfile, Guardrail, Agent):
+    post_save.connect(forget, sender=_model, dispatch_uid=f"gateway-routes-{_model.__name__}")
+    post_delete.connect(forget, sender=_model, dispatch_uid=f"gateway-routes-d-{_model.__name__}")
+
+
+def model_names() -> list[str]:
+    """What /v1/models lists: every profile's name and every routed name."""
+    names = set(ModelProfile.objects.values_list("name", flat=True))
+    names |= set(GatewayRoute.objects.exclude(model_name=DEFAULT)
+                 .values_list("model_name", flat=True))
+    return sorted(names)
+
+
+__all__ = ["Route", "cached", "embed", "forget", "model_names", "route"]
+
+
+async def embed(route: Route, body: dict[str, Any]) -> Any:
+    """An embeddings request sent to the route's profile as it is, but for the model name."""
+    p = route.profile
+    if problem := key_variable_problem(p.api_key_env):
+        raise GatewayError(502, f"profile {p.name}: {problem}", type="api_error", code="auth")
+    key = (os.environ.get(p.api_key_env) if p.api_key_env else None) or "not-needed"
+    client = transport.POOL.get(p.base_url, key, p.timeout_s)
+    try:
+        return await client.post("/embeddings", body={**body, "model": p.model},
+                                  cast_to=object)
+    except openai.OpenAIError as exc:
+        raise upstream_error(translate(exc, profile=p.name, base_url=p.base_url,
+                                       model=p.model, key_env=p.api_key_env,
+                                       timeout_s=p.timeout_s, secret=key)) from None

@@ -1,0 +1,298 @@
+"""One gateway run in this process: its steps, its control and how it follows a record.
+
+A session turns the agent's requests into the run's steps (persisted, then published, by the
+run's Recorder): the tool results a request carries for the calls of the reply before it become
+`tool` steps, the request itself an `llm` step with the whole request and response. Before
+each it asks the run's control (pause, step mode, breakpoints), so a call can be held, edited
+or answered by the person; an edited tool result is substituted in every later request (the
+agent keeps sending its own). A replay or fork session answers from the record while the
+requests match it (agentlab.llm.replay.Recording), marking each step with where its reply
+came from, and the first request that differs with why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from agentlab.gateway.control import GatewayControl
+from agentlab.gateway.grouping import normal_request, text_of
+from agentlab.gateway.protocol import ChatRequest, GatewayError
+from agentlab.guardrails.checks import Check
+from agentlab.guardrails.decisions import decision_step
+from agentlab.llm.replay import Outcome, Recording, result_from_dict
+from agentlab.llm.types import ChatResult
+from agentlab.runs.recorder import Recorder
+from agentlab.runs.registry import REGISTRY
+from agentlab.runtime.guard import RunGuard, blocked
+from traces.models import Run
+from traces.schema import Step
+
+
+@dataclasses.dataclass
+class Plan:
+    """How a replay or fork session follows its source run."""
+
+    recording: Recording
+    # tool call id -> the observation put in its place in every request
+    substitutions: dict[str, str] = dataclasses.field(default_factory=dict)
+    stop_on_divergence: bool = False
+
+
+@dataclasses.dataclass
+class _Call:  # a tool call of a reply, until the agent sends its result
+    name: str
+    arguments: Any
+    replied_at: float
+
+
+@dataclasses.dataclass
+class Totals:
+    llm_calls: int = 0
+    tool_calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+
+    def to_dict(self, started: float) -> dict[str, Any]:
+        return {**self.__dict__, "wall_ms": (time.monotonic() - started) * 1000}
+
+
+class Session:
+    def __init__(self, run_id: int, user_id: int, *, checks: tuple[Check, ...] = (),
+                 plan: Plan | None = None, hold_s: float | None = None, seq: int = 0,
+                 on_end: Callable[[Session], None] | None = None,
+                 held_now: Callable[[], int] | None = None) -> None:
+        self.run_id, self.user_id = run_id, user_id
+        self.recorder = Recorder(run_id, ahead=lambda: True)
+        self.control = GatewayControl(run_id, cancel_run=self._cancel_run, hold_s=hold_s)
+        self.control.held_now = held_now
+        REGISTRY.put(run_id, control=self.control)
+        self.guard = RunGuard(checks) if checks else None
+        self.plan = plan
+        self.substitutions = dict(plan.substitutions) if plan else {}
+        self.seq = seq
+        self.calls: dict[str, _Call] = {}
+        self.totals = Totals()
+        self.started = time.monotonic()
+        self.last_seen = time.monotonic()
+        self.in_flight = 0
+        self.held = 0
+        self.last_text, self.last_error = "", ""
+        self.first_divergence: dict[str, Any] | None = None
+        self.cancelled = self.ended = False
+        self.keys: list[tuple[int, str]] = []  # its entries in the table's index
+        self.call_ids: list[str] = []  # the tool call ids its replies gave
+        self.on_end = on_end
+
+    # ------------------------------------------------------------------ steps
+
+    def _next(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    async def record(self, step: Step) -> None:
+        """Persist, then publish, the step as the guardrails let it be seen; a block on a
+        reply or a tool result refuses the request (the recorded step stays, redacted)."""
+        shown, decisions = await self.guard.astep(step) if self.guard else (step, [])
+        await self.recorder.step(shown)
+        await self.control.step(step)  # breakpoints after a step (a failed call)
+        for decision in decisions:
+            await self.recorder.step(_numbered(decision_step(decision, step), self._next()))
+        if (stop := blocked(decisions)) is not None:
+            raise GatewayError(400, f"Blocked by the guardrail {stop.guardrail}: {stop.message}",
+                               code="guardrail_blocked", retry=False)
+
+    async def hold(self, step: Step) -> dict[str, Any] | None:
+        """The run's control before a call: None, or what the person edited. A hold that
+        outlives AGENTLAB_GATEWAY_HOLD_S, or a cancel, answers the agent with an error."""
+        self.refuse_if_over()
+        self.held += 1
+        try:
+            async with asyncio.timeout(self.control.hold_s):
+                return await self.control.checkpoint(step)
+        except TimeoutError:
+            await self.control.announce()
+            hold = self.control.hold_s
+            raise GatewayError(504, f"This call was held at a breakpoint in Agent Lab for "
+                                    f"{hold:g} s (AGENTLAB_GATEWAY_HOLD_S), longer than a "
+                                    "client waits; nothing was sent to the model.",
+                               type="timeout", code="held_too_long", retry=False) from None
+        except asyncio.CancelledError:
+            if not self.cancelled:
+                raise  # the client went away
+            raise self.cancelled_error() from None
+        finally:
+            self.held -= 1
+
+    def refuse_if_over(self) -> None:
+        if self.cancelled:
+            raise self.cancelled_error()
+        if self.ended:
+            raise GatewayError(409, "This gateway run has ended; start the program again for "
+                                    "a new run.", code="run_ended", retry=False)
+
+    @staticmethod
+    def cancelled_error() -> GatewayError:
+        return GatewayError(409, "The run was cancelled in Agent Lab.", code="run_cancelled",
+                            retry=False)
+
+    async def tool_results(self, messages: list[dict[str, Any]]) -> None:
+        """Record the tool results this request carries for the calls of earlier replies
+        (each once), holding at a tool breakpoint; edits join the substitutions."""
+        for message in messages:
+            call_id = message.get("tool_call_id")
+            if message.get("role") not in ("tool", "function") or call_id not in self.calls:
+                continue
+            call = self.calls.pop(call_id)
+            text = self.substitutions.get(call_id, text_of(message.get("content")))
+            step = Step(seq=self._next(), kind="tool", name=call.name, input=call.arguments,
+                        status="running", started_at=call.replied_at,
+                        meta={"call_id": call_id, "ran_by": "agent"})
+            if call_id in self.substitutions:
+                step.meta["edited"] = True
+            await self.record(step)
+            edit = await self.hold(step)
+            if edit is not None:
+                text = self.substitutions[call_id] = edit["observation"]
+                step.meta["edited"] = True
+            step.output = {"tool": call.name, "arguments": call.arguments, "ok": True,
+                           "output": text, "observation": text}
+            step.text, step.status = text, "ok"
+            step.duration_ms = (time.time() - call.replied_at) * 1000
+            self.totals.tool_calls += 1
+            await self.record(step)
+
+    def substituted(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The conversation with every edited tool result in place of the agent's own."""
+        if not self.substitutions:
+            return messages
+        return [{**m, "content": self.substitutions[m["tool_call_id"]]}
+                if m.get("tool_call_id") in self.substitutions else m for m in messages]
+
+    async def open_call(self, request: ChatRequest, model: str
+                        ) -> tuple[Step, ChatRequest, ChatResult | None]:
+        """The llm step, held if asked: the request to send (maybe edited), and the reply
+        when it needs no model (served from the record, or written by the person)."""
+        step = Step(seq=self._next(), kind="llm", name=model, input=request.recorded(),
+                    status="running")
+        await self.record(step)
+        edit = await self.hold(step)
+        if edit is not None:
+            step.meta["edited"] = True
+            if "response" in edit:
+                step.meta["answered_by"] = "person"
+                return step, request, _written(edit["response"])
+            request = request.with_fields(edit)
+            step.input = request.recorded()
+        if self.plan is None:
+            return step, request, None
+        outcome, result = self.plan.recording.take(normal_request(request.recorded()))
+        self._mark(step, outcome)
+        if result is None and outcome.divergence is not None and self.plan.stop_on_divergence:
+            await self.fail_call(step, f"the replay diverged: {outcome.divergence.detail}")
+            raise GatewayError(409, f"Agent Lab's replay stopped where the program left its "
+                                    f"record: {outcome.divergence.detail}.",
+                               code="replay_diverged", retry=False)
+        return step, request, result
+
+    def _mark(self, step: Step, outcome: Outcome) -> None:
+        if outcome.kind in ("replayed", "edited"):
+            step.meta.update(replayed=True, source_seq=outcome.source_seq)
+            if outcome.kind == "edited":
+                step.meta["edited"] = True
+        elif outcome.divergence is not None:
+            d = outcome.divergence
+            step.meta.update(diverged_from=d.source_seq, divergence=d.detail,
+                             divergence_fields=list(d.fields))
+            if self.first_divergence is None:
+                self.first_divergence = {"seq": step.seq, **d.to_dict()}
+
+    async def close_call(self, step: Step, result: ChatResult, started: float) -> None:
+        step.output, step.text, step.status = result.to_dict(), result.text or "", "ok"
+        step.name = result.model or step.name
+        step.tokens_in, step.tokens_out = result.usage.prompt_tokens, result.usage.completion_tokens
+        step.cost_usd = result.cost_usd or 0.0
+        step.duration_ms = (time.perf_counter() - started) * 1000
+        if result.profile:
+            step.meta.update(profile=result.profile, attempts=result.attempts,
+                             ttft_ms=result.ttft_ms)
+        now = time.time()
+        for call in result.tool_calls:
+            self.calls[call.id] = _Call(call.name, call.arguments if call.arguments is not None
+                                        else call.raw_arguments, now)
+        t = self.totals
+        t.llm_calls += 1
+        t.tokens_in += step.tokens_in
+        t.tokens_out += step.tokens_out
+        t.cost_usd += step.cost_usd
+        self.last_text, self.last_error = result.text or "", ""
+        await self.record(step)
+
+    async def fail_call(self, step: Step, error: str, kind: str = "error") -> None:
+        step.output, step.text, step.status = {"error": error, "kind": kind}, error, "error"
+        self.totals.llm_calls += 1
+        self.last_error = error
+        await self.record(step)
+
+    # ------------------------------------------------------------------ the run's end
+
+    def _cancel_run(self, run_id: int) -> bool:
+        if self.ended or self.cancelled:
+            return False
+        self.cancelled = True
+        asyncio.get_running_loop().create_task(self.end("cancelled",
+                                                        error="Cancelled in Agent Lab."))
+        return True
+
+    async def end(self, status: str = "", *, error: str = "") -> None:
+        """End the run: succeeded with its last reply (failed when its last call failed),
+        or the status given; the first divergence goes into the run's snapshot."""
+        if self.ended:
+            return
+        self.ended = True
+        status = status or ("failed" if self.last_error else "succeeded")
+        error = error or (self.last_error if status == "failed" else "")
+        if status == "succeeded" and self.last_text:
+            await self.record(Step(seq=self._next(), kind="final", text=self.last_text,
+                                   output=self.last_text))
+        detail: dict[str, Any] = {"totals": self.totals.to_dict(self.started)}
+        detail |= {"answer": self.last_text} if status == "succeeded" else {"error": error}
+        if self.guard is not None:
+            detail = await self.guard.adetail(detail)
+        if self.plan is not None:
+            await sync_to_async(_save_summary, thread_sensitive=False)(
+                self.run_id, self.plan.recording, self.first_divergence)
+        await self.recorder.status(status, detail)
+        REGISTRY.clear(self.run_id, "control", only=self.control)
+        if self.on_end is not None:
+            self.on_end(self)
+
+
+def _numbered(step: Step, seq: int) -> Step:
+    step.seq = seq
+    return step
+
+
+def _written(response: dict[str, Any]) -> ChatResult:
+    """A reply the person wrote at a hold ({"text", "tool_calls": [{name, arguments}]})."""
+    result = result_from_dict({**response, "model": "written in Agent Lab"})
+    if result.tool_calls and not result.finish_reason:
+        result = dataclasses.replace(result, finish_reason="tool_calls")
+    return result
+
+
+def _save_summary(run_id: int, recording: Recording,
+                  first_divergence: dict[str, Any] | None) -> None:
+    run = Run.objects.only("agent_snapshot").get(pk=run_id)
+    snap = dict(run.agent_snapshot)
+    snap["replay"] = {**snap.get("replay", {}), "served": list(recording.served),
+                      "unused": recording.unused}
+    if first_divergence is not None:
+        snap["first_divergence"] = first_divergence
+    Run.objects.filter(pk=run_id).update(agent_snapshot=snap)

@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from django.urls import include, path
+
+from agentlab.gateway import launcher_views, views
+
+# The OpenAI-compatible API, as a client's base URL ends: …/gateway/v1 (any client), or
+# …/gateway/s/<session>/v1 (a program under `manage.py attach`).
+api = [
+    path("chat/completions", views.chat_completions, name="gateway_chat"),
+    path("models", views.models, name="gateway_models"),
+    path("embeddings", views.embeddings, name="gateway_embeddings"),
+    path("responses", views.responses, name="gateway_responses"),
+]
+
+urlpatterns = [
+    path("v1/", include(api)),
+    path("s/<str:session>/v1/", include(api)),
+    path("sessions", launcher_views.open_session, name="gateway_open_session"),
+    path("sessions/<str:key>", launcher_views.session_state, name="gateway_session"),
+    path("sessions/<str:key>/end", launcher_views.end, name="gateway_end_session"),
+    path("runner/next", launcher_views.next_job, name="gateway_runner_next"),
+]

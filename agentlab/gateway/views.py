@@ -1,0 +1,139 @@
+"""The gateway's endpoints (docs/GATEWAY.md): `/gateway/v1/…` for any OpenAI-compatible
+client, `/gateway/s/<session>/v1/…` for a program under `manage.py attach`, and the session
+and runner calls the launcher makes.
+
+Every request is authorised on its own by a personal access token of scope `gateway`; its
+size (before Django reads it: BODY_CAP), the requests a minute and at once of its user are
+checked before any work; decoding a large body happens in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from agentlab.gateway import auth, routes
+from agentlab.gateway.answer import answer, error_response, guard_input, json_response
+from agentlab.gateway.protocol import GatewayError, error_body, parse_chat
+from agentlab.gateway.sessions import TABLE
+from agentlab.receiver.ratelimit import RateLimiter
+from agentlab.tokens.auth import Refused
+
+PREFIX = "/gateway/"
+THREAD_ABOVE_BYTES = 64 * 1024  # JSON bodies past this are decoded in a thread
+LIMITER = RateLimiter(spans_per_s=settings.AGENTLAB_GATEWAY_REQUESTS_PER_MIN / 60,
+                      burst=max(1, settings.AGENTLAB_GATEWAY_REQUESTS_PER_MIN // 4),
+                      max_in_flight=settings.AGENTLAB_GATEWAY_MAX_IN_FLIGHT)
+RESPONSES_API = (
+    "The gateway speaks the chat completions API (/v1/chat/completions), not the Responses "
+    "API. Switch the client: the OpenAI Agents SDK with set_default_openai_api("
+    "\"chat_completions\") (or OpenAIChatCompletionsModel); LangChain's ChatOpenAI with "
+    "use_responses_api=False; the openai SDK with client.chat.completions.create(...).")
+
+
+def _refusal(headers: dict[str, str], limit: int) -> tuple[int, bytes, str, dict[str, Any]]:
+    body = json.dumps(error_body(f"The request is larger than {limit:,} bytes "
+                                 "(AGENTLAB_GATEWAY_MAX_BODY_BYTES).",
+                                 code="request_too_large")).encode()
+    return 413, body, "application/json", {"x-should-retry": "false"}
+
+
+BODY_CAP = {"match": lambda path: path.startswith(PREFIX),
+            "limit": lambda: settings.AGENTLAB_GATEWAY_MAX_BODY_BYTES, "refusal": _refusal}
+
+
+def gateway_view(view: Any) -> Any:
+    """Token, rate and errors for every endpoint: `view(request, user, **kwargs)`."""
+
+    @login_not_required  # a token, not a session: authorised below, request by request
+    @csrf_exempt  # no cookie is read, so no cross-site request forgery
+    async def wrapped(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+        found = await auth.who(dict(request.headers))
+        if isinstance(found, Refused):
+            return error_response(GatewayError(
+                found.status, found.message, type="authentication_error"
+                if found.status == 401 else "permission_error", code=found.reason,
+                retry=False))
+        key = found.user.pk
+        if (wait := LIMITER.admit(key)) is not None:
+            return error_response(GatewayError(
+                429, "Too many requests from this account just now "
+                     "(AGENTLAB_GATEWAY_REQUESTS_PER_MIN, AGENTLAB_GATEWAY_MAX_IN_FLIGHT); "
+                     "try again after Retry-After.", type="rate_limit_error",
+                code="rate_limited", headers={"Retry-After": str(wait)}))
+        LIMITER.spend(key, 1)
+        try:
+            return await view(request, found.user, **kwargs)
+        except GatewayError as exc:
+            return error_response(exc)
+        finally:
+            LIMITER.release(key)
+
+    return wrapped
+
+
+def _allow(request: HttpRequest, method: str) -> None:
+    if request.method != method:
+        raise GatewayError(405, f"Use {method} here.", headers={"Allow": method})
+
+
+async def read_json(request: HttpRequest) -> Any:
+    body = request.body
+    try:
+        if len(body) > THREAD_ABOVE_BYTES:
+            return await asyncio.to_thread(json.loads, body)
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        raise GatewayError(400, "The request body is not JSON.") from None
+
+
+@gateway_view
+async def chat_completions(request: HttpRequest, user: Any, session: str | None = None
+                           ) -> HttpResponse:
+    _allow(request, "POST")
+    chat = parse_chat(await read_json(request))
+    route = routes.cached(chat.model) or await sync_to_async(
+        routes.route, thread_sensitive=False)(chat.model)
+    chat = guard_input(chat, route) if not route.input_off_loop else await asyncio.to_thread(
+        guard_input, chat, route)
+    found = await TABLE.find(user, chat, route, session_key=session,
+                             traceparent=request.headers.get("traceparent"))
+    if found.user_id != user.pk:  # never: the index is keyed by user; kept as a tripwire
+        raise GatewayError(404, "Unknown gateway session.", code="session_not_found")
+    response = await answer(found, chat, route)
+    response["x-agentlab-run"] = str(found.run_id)
+    return response
+
+
+@gateway_view
+async def models(request: HttpRequest, user: Any, session: str | None = None) -> HttpResponse:
+    _allow(request, "GET")
+    names = await sync_to_async(routes.model_names, thread_sensitive=False)()
+    return json_response({"object": "list", "data": [
+        {"id": name, "object": "model", "created": 0, "owned_by": "agentlab"}
+        for name in names]})
+
+
+@gateway_view
+async def embeddings(request: HttpRequest, user: Any, session: str | None = None
+                     ) -> HttpResponse:
+    """Passed through to the route's profile, as they are (not recorded: not a step)."""
+    _allow(request, "POST")
+    body = await read_json(request)
+    if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+        raise GatewayError(400, "'model' is required.", param="model")
+    route = await sync_to_async(routes.route, thread_sensitive=False)(body["model"])
+    return json_response(await routes.embed(route, body))
+
+
+@gateway_view
+async def responses(request: HttpRequest, user: Any, session: str | None = None
+                    ) -> HttpResponse:
+    raise GatewayError(400, RESPONSES_API, code="responses_api_not_supported", retry=False)

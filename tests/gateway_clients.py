@@ -1,0 +1,77 @@
+"""The openai SDK pointed at the gateway (helpers for tests/test_gateway*.py): over real HTTP
+to a daphne process (`live_url`), or in this process through the ASGI application itself, so a
+test can hold a call and step it from the run's socket in the same loop."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx2 as httpx
+import openai
+
+from agentlab.asgi import application
+from agentlab.models import ModelProfile
+from tests.fake_openai import FakeOpenAI, Reply
+
+QUESTION = "What is the weather in Paris?"
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Weather now in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}]
+CALL = Reply(tool_calls=[("get_weather", '{"city": "Paris"}')], usage=(40, 12))
+
+
+def answer(weather: str) -> Reply:
+    return Reply(text=f"In Paris it is {weather}.", usage=(60, 9))
+
+
+def scripted_profile(server: FakeOpenAI, name: str = "scripted") -> ModelProfile:
+    return ModelProfile.objects.create(name=name, base_url=server.base_url,
+                                       model="scripted-model", retries=0, timeout_s=5)
+
+
+def in_process(token: str, base: str = "/gateway/v1", **options: Any) -> openai.AsyncOpenAI:
+    transport = httpx.ASGITransport(app=application)
+    return openai.AsyncOpenAI(base_url=f"http://testserver{base}", api_key=token,
+                              http_client=httpx.AsyncClient(transport=transport), max_retries=0,
+                              **options)
+
+
+def over_http(url: str, token: str, base: str = "/gateway/v1") -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}{base}", api_key=token, max_retries=0, timeout=20)
+
+
+async def weather_agent(client: openai.AsyncOpenAI, weather: str = "sunny, 21 °C", *,
+                        model: str = "scripted", stream: bool = False,
+                        headers: dict[str, str] | None = None) -> tuple[str, list[Any]]:
+    """A plain tool loop, as people write one: ask, run the tool the model calls, ask again."""
+    messages: list[Any] = [{"role": "system", "content": "You answer weather questions."},
+                           {"role": "user", "content": QUESTION}]
+    for _ in range(4):
+        if stream:
+            text, calls = "", {}
+            async for chunk in await client.chat.completions.create(
+                    model=model, messages=messages, tools=TOOLS, stream=True,
+                    extra_headers=headers):
+                delta = chunk.choices[0].delta if chunk.choices else None
+                text += (delta.content or "") if delta else ""
+                for call in (delta.tool_calls or []) if delta else []:
+                    calls[call.index] = call
+            message = {"role": "assistant", "content": text or None}
+            if calls:
+                message["tool_calls"] = [
+                    {"id": c.id, "type": "function",
+                     "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                    for c in calls.values()]
+        else:
+            reply = await client.chat.completions.create(model=model, messages=messages,
+                                                         tools=TOOLS, extra_headers=headers)
+            message = reply.choices[0].message.model_dump(exclude_none=True)
+        messages.append(message)
+        if not message.get("tool_calls"):
+            return message.get("content") or "", messages
+        for call in message["tool_calls"]:
+            json.loads(call["function"]["arguments"])
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": weather})
+    return "no answer", messages
