@@ -202,3 +202,50 @@ def first_difference(a: int, b: int) -> tuple[str, int, int]:
     diff = diff_steps(*steps)
     row = diff.rows[diff.first_divergence]
     return row.left.kind, row.left.seq, row.right.seq
+
+
+async def control(user, run_id: int, **frame):
+    from django.test import AsyncClient
+
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return await client.post(f"/runs/{run_id}/control", frame, content_type="application/json")
+
+
+async def paused_run(user) -> Run:
+    from tests.waiting import await_until
+
+    async def paused():
+        run = await Run.objects.filter(user=user, status="paused").afirst()
+        return run
+
+    return await await_until(paused, timeout=10)
+
+
+async def test_a_tool_breakpoint_holds_the_agent_until_the_person_edits_and_resumes(
+        user, token, profile, fake_llm, ended):
+    import asyncio
+
+    fake_llm.script(CALL, answer("hail"))
+    session = await open_session(token, debug={"break_tools": ["get_weather"]})
+    agent = asyncio.ensure_future(weather_agent(
+        in_process(token, f"/gateway/s/{session['session']}/v1"), "sunny"))
+    run = await paused_run(user)
+    state = (await control(user, run.pk, action="edit", seq=2,
+                           input={"observation": "hail"})).json()
+    assert state["status"] == "paused" and state["detail"]["pending"]["kind"] == "tool"
+    assert not agent.done()  # held: the agent's request waits in the gateway
+    refused = await control(user, run.pk, action="edit", seq=2, input={"city": "Rome"})
+    assert refused.status_code == 409 and "observation" in refused.json()["error"]
+    await control(user, run.pk, action="resume")
+    said, _ = await asyncio.wait_for(agent, 10)
+    assert said == "In Paris it is hail."
+    assert fake_llm.requests[-1]["messages"][-1]["content"] == "hail"
+    tool = await step_of(run.pk, "tool")
+    assert tool.text == "hail" and tool.meta["edited"] is True
+
+
+async def step_of(run_id: int, kind: str):
+    from traces.models import Step
+
+    return await Step.objects.aget(run_id=run_id, kind=kind)

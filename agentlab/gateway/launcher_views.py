@@ -17,6 +17,7 @@ from agentlab.gateway.models import GatewaySession
 from agentlab.gateway.protocol import GatewayError
 from agentlab.gateway.sessions import end_session
 from agentlab.gateway.views import _allow, gateway_view, read_json
+from agentlab.runs.control import ControlError, DebugSettings
 from traces.models import Run
 
 MAX_WAIT_S = 30  # a runner's long poll
@@ -31,7 +32,7 @@ def base_url(request: HttpRequest, key: str) -> str:
 def described(request: HttpRequest, row: GatewaySession) -> dict[str, Any]:
     return {"session": row.key, "base_url": base_url(request, row.key), "mode": row.mode,
             "name": row.name, "question": row.question, "source": row.source_id,
-            "fork_seq": row.fork_seq, "on_divergence": row.on_divergence,
+            "fork_seq": row.fork_seq, "on_divergence": row.on_divergence, "debug": row.debug,
             "run": row.run_id,
             "run_url": request.build_absolute_uri(f"/runs/{row.run_id}/") if row.run_id else None,
             "ended": row.ended_at is not None}
@@ -50,6 +51,11 @@ async def checked_session(user: Any, body: Any) -> dict[str, Any]:
     if on not in ("live", "stop"):
         raise GatewayError(400, "'on_divergence' is live or stop.", param="on_divergence")
     fields["on_divergence"] = on
+    debug = body.get("debug") or {}
+    try:
+        fields["debug"] = DebugSettings.from_frame(debug).to_dict() if debug else {}
+    except (ControlError, AttributeError) as exc:
+        raise GatewayError(400, f"'debug': {exc}", param="debug") from None
     if mode == "record":
         return fields
     source = body.get("source")

@@ -57,6 +57,8 @@ class GatewaySession(models.Model):
     edit = models.JSONField(default=dict, blank=True)
     on_divergence = models.CharField(max_length=10, choices=ON_DIVERGENCE, default="live")
     question = models.TextField(blank=True)  # for a runner: what the program is asked
+    # Breakpoints from the start (a "debug" frame's fields: step_mode, break_tools, …)
+    debug = models.JSONField(default=dict, blank=True)
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL,
                             related_name="gateway_sessions")
     for_runner = models.BooleanField(default=False)  # asked from a page: a runner takes it

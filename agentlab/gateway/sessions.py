@@ -30,6 +30,7 @@ from agentlab.gateway.protocol import ChatRequest, GatewayError
 from agentlab.gateway.routes import Route
 from agentlab.gateway.session import Session
 from agentlab.llm.types import ChatResult
+from agentlab.runs.control import DebugSettings
 from agentlab.runs.room import RunLimit
 from agentlab.runs.start import gateway_run
 from traces.models import Step
@@ -136,6 +137,8 @@ class Table:
         session = Session(run_id, user.pk, checks=route.checks, plan=plan,
                           hold_s=settings.AGENTLAB_GATEWAY_HOLD_S, seq=seq, on_end=self._forget,
                           held_now=lambda: self.held(user.pk))
+        if row is not None and row.debug:  # the launcher's breakpoints, from the first call
+            session.control.settings = DebugSettings.from_frame(row.debug)
         self.sessions[run_id] = session
         self._ensure_closer()
         return session
