@@ -10,8 +10,10 @@ from typing import Any
 import httpx2 as httpx
 import openai
 
-from agentlab.asgi import application
+from agentlab.asgi import django_asgi_app
+from agentlab.gateway.views import BODY_CAP
 from agentlab.models import ModelProfile
+from agentlab.receiver.body_cap import BodyCap
 from tests.fake_openai import FakeOpenAI, Reply
 
 QUESTION = "What is the weather in Paris?"
@@ -31,8 +33,13 @@ def scripted_profile(server: FakeOpenAI, name: str = "scripted") -> ModelProfile
                                        model="scripted-model", retries=0, timeout_s=5)
 
 
+# The HTTP side of agentlab.asgi.application as it serves the gateway (its body cap included),
+# without what the first request starts in a server process (the live scorers' thread).
+APP = BodyCap(django_asgi_app, **BODY_CAP)
+
+
 def in_process(token: str, base: str = "/gateway/v1", **options: Any) -> openai.AsyncOpenAI:
-    transport = httpx.ASGITransport(app=application)
+    transport = httpx.ASGITransport(app=APP)
     return openai.AsyncOpenAI(base_url=f"http://testserver{base}", api_key=token,
                               http_client=httpx.AsyncClient(transport=transport), max_retries=0,
                               **options)

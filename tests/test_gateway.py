@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 from agentlab.gateway.sessions import TABLE
 from agentlab.tokens.models import create_token
 from tests.gateway_clients import (
+    APP,
     CALL,
     QUESTION,
     answer,
@@ -114,9 +115,7 @@ async def test_a_traceparent_groups_calls_that_share_no_conversation(user, token
 async def open_session(token: str, **fields) -> dict:
     import httpx2 as httpx
 
-    from agentlab.asgi import application
-
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application),
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=APP),
                                  base_url="http://testserver") as http:
         response = await http.post("/gateway/sessions", json=fields,
                                    headers={"Authorization": f"Bearer {token}"})
@@ -127,9 +126,7 @@ async def open_session(token: str, **fields) -> dict:
 async def end_session(token: str, key: str, exit_code: int = 0) -> dict:
     import httpx2 as httpx
 
-    from agentlab.asgi import application
-
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application),
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=APP),
                                  base_url="http://testserver") as http:
         response = await http.post(f"/gateway/sessions/{key}/end", json={"exit_code": exit_code},
                                    headers={"Authorization": f"Bearer {token}"})
@@ -249,3 +246,84 @@ async def step_of(run_id: int, kind: str):
     from traces.models import Step
 
     return await Step.objects.aget(run_id=run_id, kind=kind)
+
+
+async def test_the_upstreams_errors_reach_the_agent_as_the_openai_errors_it_expects(
+        user, token, profile, fake_llm, ended):
+    import openai
+
+    from tests.fake_openai import Fail
+
+    fake_llm.script(Fail(429, "Slow down.", headers={"Retry-After": "1"}),
+                    Fail.context_too_long())
+    client = in_process(token)
+    with pytest.raises(openai.RateLimitError, match="Slow down"):
+        await client.chat.completions.create(model="scripted",
+                                             messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.BadRequestError, match="maximum context length"):
+        await client.chat.completions.create(model="scripted",
+                                             messages=[{"role": "user", "content": "hi again"}])
+    failed = [s async for s in Run.objects.filter(user=user).order_by("pk")]
+    assert len(failed) == 2  # nothing continues a failed call: two one-call runs
+    step = await step_of(failed[0].pk, "llm")
+    assert step.status == "error" and "Slow down" in step.text
+
+
+async def test_what_the_gateway_cannot_do_is_said_by_name(user, token, profile, fake_llm):
+    import openai
+
+    client = in_process(token)
+    with pytest.raises(openai.BadRequestError, match="chat completions") as refused:
+        await client.responses.create(model="scripted", input="hi")
+    assert "set_default_openai_api" in str(refused.value)
+    with pytest.raises(openai.BadRequestError, match="Unknown parameter: wibble"):
+        await client.chat.completions.create(model="scripted", extra_body={"wibble": 1},
+                                             messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.BadRequestError, match="one choice"):
+        await client.chat.completions.create(model="scripted", n=2,
+                                             messages=[{"role": "user", "content": "hi"}])
+    assert fake_llm.requests == []
+    names = [m.id async for m in client.models.list()]
+    assert "scripted" in names
+
+
+async def test_a_person_can_answer_a_held_call_for_the_model(user, token, profile, fake_llm,
+                                                              ended):
+    import asyncio
+
+    session = await open_session(token, debug={"break_kinds": ["llm"]})
+    client = in_process(token, f"/gateway/s/{session['session']}/v1")
+    asked = asyncio.ensure_future(client.chat.completions.create(
+        model="scripted", messages=[{"role": "user", "content": "Who are you?"}]))
+    run = await paused_run(user)
+    state = (await control(user, run.pk, action="edit", seq=1,
+                           input={"response": {"text": "A person, this time."}})).json()
+    assert state["detail"]["edited"] is True and "expires_at" in state["detail"]
+    await control(user, run.pk, action="resume")
+    reply = await asyncio.wait_for(asked, 10)
+    assert reply.choices[0].message.content == "A person, this time."
+    assert fake_llm.requests == []  # the model was never asked
+    step = await step_of(run.pk, "llm")
+    assert step.meta["answered_by"] == "person" and step.text == "A person, this time."
+
+
+async def test_cancel_answers_the_held_agent_with_an_error_it_surfaces(user, token, profile,
+                                                                       fake_llm, ended):
+    import asyncio
+
+    import openai
+
+    session = await open_session(token, debug={"step_mode": True})
+    client = in_process(token, f"/gateway/s/{session['session']}/v1")
+    asked = asyncio.ensure_future(client.chat.completions.create(
+        model="scripted", messages=[{"role": "user", "content": "Anything?"}]))
+    run = await paused_run(user)
+    await control(user, run.pk, action="cancel")
+    with pytest.raises(openai.APIStatusError, match="cancelled in Agent Lab"):
+        await asyncio.wait_for(asked, 10)
+    from tests.waiting import await_until
+
+    async def cancelled():
+        return (await Run.objects.aget(pk=run.pk)).status == "cancelled"
+
+    await await_until(cancelled, timeout=10)
