@@ -327,3 +327,21 @@ async def test_cancel_answers_the_held_agent_with_an_error_it_surfaces(user, tok
         return (await Run.objects.aget(pk=run.pk)).status == "cancelled"
 
     await await_until(cancelled, timeout=10)
+
+
+async def test_a_call_held_past_the_clients_patience_is_answered_with_a_timeout(
+        user, token, profile, fake_llm, ended, settings):
+    import openai
+
+    settings.AGENTLAB_GATEWAY_HOLD_S = 1
+    session = await open_session(token, debug={"step_mode": True})
+    client = in_process(token, f"/gateway/s/{session['session']}/v1")
+    with pytest.raises(openai.APIStatusError, match="held at a breakpoint") as answered:
+        await client.chat.completions.create(
+            model="scripted", messages=[{"role": "user", "content": "Still there?"}])
+    assert answered.value.status_code == 504
+    assert answered.value.response.headers["x-should-retry"] == "false"
+    assert fake_llm.requests == []
+    run = await Run.objects.aget(user=user)
+    step = await step_of(run.pk, "llm")
+    assert step.status == "error" and "held at a breakpoint" in step.text

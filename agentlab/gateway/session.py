@@ -110,7 +110,8 @@ class Session:
 
     async def hold(self, step: Step) -> dict[str, Any] | None:
         """The run's control before a call: None, or what the person edited. A hold that
-        outlives AGENTLAB_GATEWAY_HOLD_S, or a cancel, answers the agent with an error."""
+        outlives AGENTLAB_GATEWAY_HOLD_S, or a cancel, answers the agent with an error; the
+        step says why it never went on."""
         self.refuse_if_over()
         self.held += 1
         try:
@@ -119,16 +120,26 @@ class Session:
         except TimeoutError:
             await self.control.announce()
             hold = self.control.hold_s
-            raise GatewayError(504, f"This call was held at a breakpoint in Agent Lab for "
-                                    f"{hold:g} s (AGENTLAB_GATEWAY_HOLD_S), longer than a "
-                                    "client waits; nothing was sent to the model.",
-                               type="timeout", code="held_too_long", retry=False) from None
+            error = GatewayError(504, f"This call was held at a breakpoint in Agent Lab for "
+                                      f"{hold:g} s (AGENTLAB_GATEWAY_HOLD_S), longer than a "
+                                      "client waits; nothing was sent on.",
+                                 type="timeout", code="held_too_long", retry=False)
+            await self._never_went_on(step, error.message)
+            raise error from None
         except asyncio.CancelledError:
-            if not self.cancelled:
-                raise  # the client went away
+            if not self.cancelled:  # the client went away while its call was held
+                await self._never_went_on(step, "the client closed the connection while the "
+                                                "call was held")
+                raise
+            await self._never_went_on(step, "the run was cancelled while the call was held")
             raise self.cancelled_error() from None
         finally:
             self.held -= 1
+
+    async def _never_went_on(self, step: Step, why: str) -> None:
+        step.status, step.text = "error", why
+        step.output = {"error": why, "kind": "held"}
+        await self.recorder.step(step)
 
     def refuse_if_over(self) -> None:
         if self.cancelled:
