@@ -345,3 +345,11 @@ async def test_a_call_held_past_the_clients_patience_is_answered_with_a_timeout(
     run = await Run.objects.aget(user=user)
     step = await step_of(run.pk, "llm")
     assert step.status == "error" and "held at a breakpoint" in step.text
+
+
+async def test_embeddings_pass_through_to_the_profile_and_are_not_recorded(user, token, profile,
+                                                                           fake_llm):
+    vectors = await in_process(token).embeddings.create(model="scripted", input=["ab", "abcd"])
+    assert [v.embedding[0] for v in vectors.data] == [2.0, 4.0]
+    assert fake_llm.requests[-1]["model"] == "scripted-model"  # the profile's own name
+    assert not await Run.objects.filter(user=user).aexists()
