@@ -74,9 +74,11 @@ async def test_a_streamed_loop_reads_the_same_and_is_recorded_the_same(user, tok
     fake_llm.script(CALL, answer("rain, 12 °C"))
     said, _ = await weather_agent(in_process(token), "rain, 12 °C", stream=True)
     assert said == "In Paris it is rain, 12 °C."
+    await TABLE.close_quiet(0)  # its end waits for every row
     run = await Run.objects.aget(user=user)
     assert [s[1:3] for s in await sync_to_async(steps_of)(run.pk)] == [
-        ("llm", "scripted-model"), ("tool", "get_weather"), ("llm", "scripted-model")]
+        ("llm", "scripted-model"), ("tool", "get_weather"), ("llm", "scripted-model"),
+        ("final", "")]
     assert all(r.get("stream") for r in fake_llm.requests)
 
 
@@ -88,10 +90,12 @@ async def test_two_agents_asking_the_same_question_at_once_stay_two_runs(user, t
     client = in_process(token)
     said = await asyncio.gather(weather_agent(client, "sunny"), weather_agent(client, "sunny"))
     assert [s for s, _ in said] == ["In Paris it is sunny."] * 2
+    await TABLE.close_quiet(0)
     runs = [r async for r in Run.objects.filter(user=user).order_by("pk")]
     assert len(runs) == 2
     for run in runs:
-        assert [s[1] for s in await sync_to_async(steps_of)(run.pk)] == ["llm", "tool", "llm"]
+        assert [s[1] for s in await sync_to_async(steps_of)(run.pk)] == ["llm", "tool", "llm",
+                                                                         "final"]
 
 
 async def test_a_traceparent_groups_calls_that_share_no_conversation(user, token, profile,
@@ -104,11 +108,12 @@ async def test_a_traceparent_groups_calls_that_share_no_conversation(user, token
                                              messages=[{"role": "user", "content": text}])
     await client.chat.completions.create(model="scripted",
                                          messages=[{"role": "user", "content": "alone"}])
+    await TABLE.close_quiet(0)
     counts = [await Run.objects.filter(pk=r.pk).values_list("pk", flat=True).acount()
               async for r in Run.objects.filter(user=user)]
     runs = [r async for r in Run.objects.filter(user=user).order_by("pk")]
     assert len(runs) == 2 and counts == [1, 1]
-    assert [s[1] for s in await sync_to_async(steps_of)(runs[0].pk)] == ["llm", "llm"]
+    assert [s[1] for s in await sync_to_async(steps_of)(runs[0].pk)] == ["llm", "llm", "final"]
     assert runs[0].agent_snapshot["gateway"]["trace_id"] == trace.split("-")[1]
 
 
@@ -243,9 +248,16 @@ async def test_a_tool_breakpoint_holds_the_agent_until_the_person_edits_and_resu
 
 
 async def step_of(run_id: int, kind: str):
+    """The run's step of `kind` once its end is written (the gateway answers the agent
+    without waiting for the row)."""
+    from tests.waiting import await_until
     from traces.models import Step
 
-    return await Step.objects.aget(run_id=run_id, kind=kind)
+    async def ended():
+        step = await Step.objects.filter(run_id=run_id, kind=kind).afirst()
+        return step if step is not None and step.status != "running" else None
+
+    return await await_until(ended, timeout=10)
 
 
 async def test_the_upstreams_errors_reach_the_agent_as_the_openai_errors_it_expects(
@@ -263,6 +275,7 @@ async def test_the_upstreams_errors_reach_the_agent_as_the_openai_errors_it_expe
     with pytest.raises(openai.BadRequestError, match="maximum context length"):
         await client.chat.completions.create(model="scripted",
                                              messages=[{"role": "user", "content": "hi again"}])
+    await TABLE.close_quiet(0)
     failed = [s async for s in Run.objects.filter(user=user).order_by("pk")]
     assert len(failed) == 2  # nothing continues a failed call: two one-call runs
     step = await step_of(failed[0].pk, "llm")
