@@ -7,7 +7,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from agentlab import views
-from agentlab.live.http_controls import run_control
+from agentlab.controls.views import run_control
 
 urlpatterns = [
     path("", views.home, name="home"),

@@ -26,6 +26,12 @@ from agentlab.runs.registry import REGISTRY
 from agentlab.runtime.context import Approval
 from traces.schema import Step
 
+# What each control needs (traces.access.RULES says who has it): the run socket's frames and
+# the same controls over HTTP (agentlab/controls/) ask the same.
+PERMISSIONS: dict[str, str] = {
+    **dict.fromkeys(("pause", "resume", "step", "cancel", "edit", "debug"), "control"),
+    "approve": "approve", "deny": "approve",
+}
 BREAK_KINDS = ("llm", "tool")  # the kinds of call a checkpoint comes before
 LLM_REQUEST_KEYS = ("messages", "tools", "tool_choice", "response_format", "stop",
                     "temperature", "max_tokens")

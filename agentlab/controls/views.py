@@ -13,13 +13,12 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import Http404, HttpRequest, JsonResponse
 
-from agentlab.live.consumers import RUN_FRAMES
 from agentlab.runs import engine
-from agentlab.runs.control import ControlError
+from agentlab.runs.control import PERMISSIONS, ControlError
 from traces import access
 from traces.models import Run
 
-ACTIONS = {a: need for a, need in RUN_FRAMES.items() if a not in ("sync", "start")}
+ACTIONS: dict[str, access.Action] = PERMISSIONS  # type: ignore[assignment]
 
 
 async def run_control(request: HttpRequest, pk: int) -> JsonResponse:
