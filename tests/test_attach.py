@@ -154,7 +154,7 @@ def test_the_runner_takes_a_fork_asked_for_on_the_run_page(live_url, user, token
     try:
         wait_until(lambda: GatewayRunner.objects.filter(user=user).exists(), timeout=30)
         form = page.get(f"/runs/{source.pk}/fork/2/")
-        assert "Tool result" in form.content.decode()
+        assert "Observation" in form.content.decode() and "your runner" in form.content.decode()
         asked = page.post(f"/runs/{source.pk}/fork/2/", {"observation": "hail"})
         assert asked.status_code == 302 and asked["Location"].startswith("/gateway/jobs/")
         assert "Sent to your runner" in page.get(asked["Location"]).content.decode()
@@ -258,3 +258,51 @@ def test_the_page_command_quotes_what_the_person_wrote():
         "-- python my_agent.py 'why?'")
     assert serve_command(["python", "a.py", "why?"], "why?") == (
         "python manage.py attach --serve -- python a.py '{question}'")
+
+
+def gateway_record(user) -> Run:
+    """A finished gateway run as the gateway records one: llm, tool, llm, final."""
+    from django.utils import timezone
+
+    from traces.models import Step
+
+    run = Run.objects.create(user=user, agent_name="gateway · scripted", input=QUESTION,
+                             status="succeeded", agent_snapshot={"gateway": {"session": ""}},
+                             started_at=timezone.now(), finished_at=timezone.now())
+    call = {"text": "", "tool_calls": [{"id": "c1", "name": "get_weather",
+                                        "arguments": {"city": "Paris"}}]}
+    for seq, kind, output in ((1, "llm", call), (2, "tool", {"observation": "sunny"}),
+                              (3, "llm", {"text": "Sunny."}), (4, "final", "Sunny.")):
+        Step.objects.create(run=run, seq=seq, kind=kind, output=output,
+                            started_at=run.started_at,
+                            meta={"call_id": "c1"} if kind == "tool" else {})
+    return run
+
+
+@pytest.mark.django_db
+def test_the_fork_form_of_a_gateway_run_asks_the_runner_for_a_written_reply(user):
+    run = gateway_record(user)
+    page = Client()
+    page.force_login(user)
+    final = page.get(f"/runs/{run.pk}/fork/4/").content.decode()
+    assert "not something the program sent" in final and "Fork and run" not in final
+    bad = page.post(f"/runs/{run.pk}/fork/3/", {"text": "x", "tool_calls": "[{"})
+    assert bad.status_code == 400 and "not valid JSON" in bad.content.decode()
+    assert not GatewaySession.objects.exists()
+    page.post(f"/runs/{run.pk}/fork/1/", {"text": "No need.", "tool_calls": ""})
+    job = GatewaySession.objects.get()
+    assert (job.mode, job.fork_seq, job.edit, job.question, job.for_runner) == (
+        "fork", 1, {"response": {"text": "No need."}}, QUESTION, True)
+
+
+@pytest.mark.django_db
+def test_a_replay_asked_without_a_runner_shows_the_command_to_paste(user):
+    run = gateway_record(user)
+    page = Client()
+    page.force_login(user)
+    assert "Where the replay leaves the record" in page.get(f"/runs/{run.pk}/").content.decode()
+    asked = page.post(f"/runs/{run.pk}/replay/", {"on_divergence": "stop"})
+    shown = page.get(asked["Location"]).content.decode()
+    assert (f"python manage.py attach --replay {run.pk} --on-divergence stop -- python "
+            f"my_agent.py &#x27;What is the weather in Paris?&#x27;") in shown
+    assert "python manage.py attach --serve -- python my_agent.py &#x27;{question}&#x27;" in shown

@@ -54,7 +54,7 @@ def fork(request: HttpRequest, source: Run, step: Step) -> HttpResponse:
         values = {k: request.POST.get(k, v) for k, v in values.items()}
     return render(request, "gateway/fork.html", {
         "run": source, "step": step, "values": values, "errors": errors,
-        "editable": step.kind in ("llm", "tool"),
+        "editable": step.kind in ("llm", "tool"), "gateway": True,
     }, status=400 if errors else 200)
 
 
