@@ -82,6 +82,15 @@ def test_attach_records_the_program_as_one_run_and_passes_its_exit_status_on(
     assert token not in json.dumps(fake_llm.headers)
 
 
+def test_a_program_that_cannot_start_ends_its_session_with_127(live_url, user, token):
+    done = attach(live_url, token, program=["./no-such-agent", QUESTION])
+    assert done.returncode == 127
+    assert "cannot start './no-such-agent'" in done.stderr
+    assert "it made no model call through the gateway: nothing was recorded." in done.stderr
+    assert GatewaySession.objects.get(user=user).exit_code == 127
+    assert not Run.objects.exists()
+
+
 def test_a_replay_is_served_from_the_record_without_asking_the_model(
         live_url, user, token, profile, fake_llm):
     source = recorded(live_url, token, fake_llm)
@@ -139,6 +148,40 @@ def test_ctrl_c_ends_the_session_cleanly(live_url, user, token, profile, fake_ll
     assert f"run {run.pk} (failed)" in err
     assert "launcher.py" not in err and "attach.py" not in err  # the program's traceback only
     assert GatewaySession.objects.get(run=run).ended_at is not None
+
+
+def test_a_break_tool_holds_the_program_until_the_person_edits_and_resumes(
+        live_url, user, token, profile, fake_llm):
+    fake_llm.script(CALL)
+    fake_llm.responder = echo_the_tool
+    process = subprocess.Popen(
+        [*attach_command(live_url, token, "--break-tool", "get_weather"), "--", *PROGRAM],
+        cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        run = wait_until(lambda: Run.objects.filter(user=user, status="paused").first(),
+                         timeout=60)
+        held = control(live_url, user, run.pk, action="edit", seq=2,
+                       input={"observation": "hail"})
+        assert held["detail"]["pending"]["kind"] == "tool"
+        control(live_url, user, run.pk, action="resume")
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 0, err
+    assert "ANSWER: In Paris it is hail." in out
+
+
+def control(live_url: str, user, run_id: int, **frame) -> dict:
+    """A control frame over HTTP to the server holding the run, as the person's browser."""
+    browser = Client()
+    browser.force_login(user)
+    csrf = "k" * 32
+    request = urllib.request.Request(
+        f"{live_url}/runs/{run_id}/control", data=json.dumps(frame).encode(), method="POST",
+        headers={"Content-Type": "application/json", "X-CSRFToken": csrf,
+                 "Cookie": f"sessionid={browser.cookies['sessionid'].value}; csrftoken={csrf}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
 
 
 def test_the_runner_takes_a_fork_asked_for_on_the_run_page(live_url, user, token, profile,
@@ -306,3 +349,5 @@ def test_a_replay_asked_without_a_runner_shows_the_command_to_paste(user):
     assert (f"python manage.py attach --replay {run.pk} --on-divergence stop -- python "
             f"my_agent.py &#x27;What is the weather in Paris?&#x27;") in shown
     assert "python manage.py attach --serve -- python my_agent.py &#x27;{question}&#x27;" in shown
+    part = page.get(f"{asked['Location']}?part=1").content.decode()  # polled for news
+    assert part.lstrip().startswith('<div id="job-status"') and "Withdraw" not in part

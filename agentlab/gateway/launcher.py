@@ -24,6 +24,7 @@ DEFAULT_SERVER = "http://127.0.0.1:8000"
 REQUEST_TIMEOUT_S = 30.0
 GRACE_S = 5.0  # after Ctrl-C, the program's time to finish before it is terminated
 PREFIX = "agentlab:"
+NOT_STARTED = 127  # a shell's status for a command it cannot run
 
 
 class LaunchError(Exception):
@@ -142,8 +143,12 @@ def run_in_session(server: Server, session: dict[str, Any], argv: Sequence[str],
     out.write(f"{PREFIX} {session['mode']} session {session['session'][:8]}… — "
               f"OPENAI_BASE_URL={session['base_url']}\n")
     out.flush()
-    code, interrupted = run_program(argv, child_env(os.environ, session["base_url"],
-                                                     server.token))
+    try:
+        code, interrupted = run_program(argv, child_env(os.environ, session["base_url"],
+                                                         server.token))
+    except LaunchError as exc:  # the session still ends, as a shell's "not found" would
+        out.write(f"{PREFIX} {exc}\n")
+        code, interrupted = NOT_STARTED, False
     for line in summary(server.end(session["session"], code), server.url, code):
         out.write(f"{PREFIX} {line}\n")
     out.flush()

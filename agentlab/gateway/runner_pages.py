@@ -24,6 +24,7 @@ from agentlab.gateway.models import GatewayRunner, GatewaySession
 from traces.models import Run, Step
 
 RUNNER_FRESH_S = 60  # a runner long-polls every ~25 s: one silent this long is gone
+BUSY_S = 30 * 60  # …unless it is running a request it took this recently
 NAME_CHARS = 200  # GatewaySession.name: a longer command line was cut, not pasteable
 QUESTION = "{question}"
 
@@ -127,8 +128,14 @@ def job(request: HttpRequest, key: str) -> HttpResponse:
 
 
 def runner_listening(user: Any) -> bool:
-    since = timezone.now() - timedelta(seconds=RUNNER_FRESH_S)
-    return GatewayRunner.objects.filter(user=user, polled_at__gte=since).exists()
+    """A runner of the user's asked for work lately, or is running a request (it polls
+    again when that program ends)."""
+    now = timezone.now()
+    return (GatewayRunner.objects.filter(
+        user=user, polled_at__gte=now - timedelta(seconds=RUNNER_FRESH_S)).exists()
+        or GatewaySession.objects.filter(
+            user=user, for_runner=True, taken_at__gte=now - timedelta(seconds=BUSY_S),
+            ended_at__isnull=True).exists())
 
 
 def recorded_program(run: Run) -> list[str] | None:
