@@ -150,6 +150,20 @@ def test_ctrl_c_ends_the_session_cleanly(live_url, user, token, profile, fake_ll
     assert GatewaySession.objects.get(run=run).ended_at is not None
 
 
+def test_a_program_that_ignores_ctrl_c_is_terminated_and_its_session_ends(live_url, user, token):
+    stubborn = [sys.executable, "-c", "import signal, time; "
+                "signal.signal(signal.SIGINT, signal.SIG_IGN); print('ready', flush=True); "
+                "time.sleep(60)"]
+    process = subprocess.Popen([*attach_command(live_url, token), "--", *stubborn], cwd=ROOT,
+                               text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stdout.readline() == "ready\n"
+    process.send_signal(signal.SIGINT)
+    _out, err = process.communicate(timeout=30)
+    assert process.returncode == 128 + signal.SIGTERM  # as a shell reports it
+    assert "the program exited with status 143." in err
+    assert GatewaySession.objects.get(user=user).ended_at is not None
+
+
 def test_a_break_tool_holds_the_program_until_the_person_edits_and_resumes(
         live_url, user, token, profile, fake_llm):
     fake_llm.script(CALL)

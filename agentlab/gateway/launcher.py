@@ -127,11 +127,13 @@ def run_program(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, bool]
 
 
 def _stop(child: subprocess.Popen[bytes]) -> int:
-    for step in (lambda: None, lambda: child.send_signal(signal.SIGINT), child.terminate,
-                 child.kill):
-        step()
+    """After Ctrl-C: let the program finish (the terminal interrupted it too), else
+    interrupt it, terminate it, kill it — a moment's wait after each."""
+    for act in (None, lambda: child.send_signal(signal.SIGINT), child.terminate, child.kill):
+        if act is not None:
+            act()
         try:
-            return exit_status(child.wait(timeout=1.0 if step is child.kill else GRACE_S / 3))
+            return exit_status(child.wait(timeout=GRACE_S / 3))
         except (subprocess.TimeoutExpired, KeyboardInterrupt):
             continue
     return exit_status(child.wait())
