@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from agentlab.gateway.answer import json_response
-from agentlab.gateway.models import GatewaySession
+from agentlab.gateway.models import GatewayRunner, GatewaySession
 from agentlab.gateway.protocol import GatewayError
 from agentlab.gateway.sessions import end_session
 from agentlab.gateway.views import _allow, gateway_view, read_json
@@ -128,6 +128,9 @@ async def next_job(request: HttpRequest, user: Any) -> HttpResponse:
     except ValueError:
         raise GatewayError(400, "'wait' is a number of seconds.", param="wait") from None
     deadline = time.monotonic() + wait
+    # A run page tells the person whether a runner of theirs is listening (runner_pages).
+    await GatewayRunner.objects.aupdate_or_create(user=user,
+                                                  defaults={"polled_at": timezone.now()})
     while True:
         waiting = GatewaySession.objects.filter(user=user, for_runner=True,
                                                 taken_at__isnull=True).order_by("pk")

@@ -72,3 +72,15 @@ class GatewaySession(models.Model):
 
     def __str__(self) -> str:
         return f"{self.mode} session {self.key[:6]}… of {self.user}"
+
+
+class GatewayRunner(models.Model):
+    """When a user's runner (`attach --serve`) last asked for work: a run page says "sent to
+    your runner" while one asked within RUNNER_FRESH_S, else shows the command to paste."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                primary_key=True, related_name="+")
+    polled_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"runner of {self.user}"

@@ -31,6 +31,7 @@ from agentlab.compare.models import Comparison, ComparisonEntry
 from agentlab.evals import runner
 from agentlab.evals.models import Case, PlaygroundCase, Suite
 from agentlab.feedback.models import Feedback
+from agentlab.gateway.models import GatewaySession
 from agentlab.monitors.models import Alert, LiveScore, LiveScorer
 from agentlab.review.models import Rule
 from agentlab.routing import websocket_urlpatterns
@@ -105,6 +106,8 @@ MATRIX: dict[str, Row] = {
     "run_replay": Row("/runs/{run}/replay/", "post", {"tools": "recorded"}),
     "run_fork": Row("/runs/{run}/fork/1/"),
     "run_resume": Row("/runs/{run}/resume/", "post"),
+    # a replay or fork asked from a gateway run's page for the asker's runner: theirs alone
+    "gateway_job": Row("/gateway/jobs/{job}/", **PERSONAL),
     "step_playground": Row("/runs/{run}/steps/1/playground/"),
     # chat
     "chat": lists("/chat/", staff="hidden"),
@@ -285,7 +288,9 @@ def world(django_user_model, monkeypatch) -> dict[str, Any]:
     LiveScore.objects.create(scorer=live, run=run, status="done", score=0.0, passed=False)
     Alert.objects.create(scorer=live, metric="score", op="below", threshold=0.5, window=1,
                          value=0.0, owner=alice)
-    ids = {"queue": queue.pk, "item": queue.items.get().pk, "rule": rule.pk,
+    job = GatewaySession.objects.create(user=alice, for_runner=True, source=run, mode="replay",
+                                        name=SECRET)
+    ids = {"queue": queue.pk, "job": job.key, "item": queue.items.get().pk, "rule": rule.pk,
            "token": token.pk, "feedback": feedback.pk, "run": run.pk, "second": second.pk,
            "scorer": live.pk,
            "comparison": comparison.pk, "experiment": experiment.pk, "earlier": earlier.pk,
