@@ -96,9 +96,10 @@ class Session:
         self.seq += 1
         return self.seq
 
-    async def record(self, step: Step) -> None:
-        """Persist, then publish, the step as the guardrails let it be seen; a block on a
-        reply or a tool result refuses the request (the recorded step stays, redacted)."""
+    async def record(self, step: Step) -> Step:
+        """Persist, then publish, the step as the guardrails let it be seen (returned: what a
+        hold shows too); a block on a reply or a tool result refuses the request (the
+        recorded step stays, redacted)."""
         shown, decisions = await self.guard.astep(step) if self.guard else (step, [])
         await self.recorder.step(shown)
         await self.control.step(step)  # breakpoints after a step (a failed call)
@@ -107,6 +108,7 @@ class Session:
         if (stop := blocked(decisions)) is not None:
             raise GatewayError(400, f"Blocked by the guardrail {stop.guardrail}: {stop.message}",
                                code="guardrail_blocked", retry=False)
+        return shown
 
     async def hold(self, step: Step) -> dict[str, Any] | None:
         """The run's control before a call: None, or what the person edited. A hold that
@@ -167,8 +169,10 @@ class Session:
                         meta={"call_id": call_id, "ran_by": "agent"})
             if call_id in self.substitutions:
                 step.meta["edited"] = True
-            await self.record(step)
-            edit = await self.hold(step)
+            shown = await self.record(step)
+            # Held, the page shows (and offers to edit) the result the agent sent, redacted
+            # as the trace will have it; its guardrail decisions come with the finished step.
+            edit = await self.hold(dataclasses.replace(shown, text=await self._redacted(text)))
             if edit is not None:
                 text = self.substitutions[call_id] = edit["observation"]
                 step.meta["edited"] = True
@@ -178,6 +182,11 @@ class Session:
             step.duration_ms = (time.time() - call.replied_at) * 1000
             self.totals.tool_calls += 1
             await self.record(step)
+
+    async def _redacted(self, text: str) -> str:
+        if self.guard is None:
+            return text
+        return (await self.guard.adetail({"answer": text}))["answer"]
 
     def substituted(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The conversation with every edited tool result in place of the agent's own."""
@@ -192,8 +201,7 @@ class Session:
         when it needs no model (served from the record, or written by the person)."""
         step = Step(seq=self._next(), kind="llm", name=model, input=request.recorded(),
                     status="running")
-        await self.record(step)
-        edit = await self.hold(step)
+        edit = await self.hold(await self.record(step))
         if edit is not None:
             step.meta["edited"] = True
             if "response" in edit:
