@@ -9,12 +9,15 @@ from typing import Any
 
 import httpx2 as httpx
 import openai
+from django.test import AsyncClient
 
 from agentlab.asgi import django_asgi_app
 from agentlab.gateway.views import BODY_CAP
 from agentlab.models import ModelProfile
 from agentlab.receiver.body_cap import BodyCap
 from tests.fake_openai import FakeOpenAI, Reply
+from tests.waiting import await_until
+from traces.models import Run
 
 QUESTION = "What is the weather in Paris?"
 TOOLS = [{"type": "function", "function": {
@@ -82,3 +85,29 @@ async def weather_agent(client: openai.AsyncOpenAI, weather: str = "sunny, 21 °
             json.loads(call["function"]["arguments"])
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": weather})
     return "no answer", messages
+
+
+async def open_session(token: str, **fields) -> dict:
+    """POST /gateway/sessions (as `manage.py attach` does): the new session's JSON."""
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=APP),
+                                 base_url="http://testserver") as http:
+        response = await http.post("/gateway/sessions", json=fields,
+                                   headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+async def control(user, run_id: int, **frame):
+    """POST a control frame to /runs/<id>/control as `user` (logged in), as a page would."""
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return await client.post(f"/runs/{run_id}/control", frame, content_type="application/json")
+
+
+async def paused_run(user) -> Run:
+    """`user`'s run held at a breakpoint, once there is one (10 s at most)."""
+    async def paused():
+        run = await Run.objects.filter(user=user, status="paused").afirst()
+        return run
+
+    return await await_until(paused, timeout=10)
