@@ -483,14 +483,14 @@
       // The fields of what the held call takes (see pendingMode).
       const mode = this.pendingMode;
       const area = own(this.root, "pending-input");
-      const text = own(this.root, "pending-text");
       const choice = own(this.root, "pending-choice");
       const hint = own(this.root, "pending-hint");
       if (area) area.hidden = mode === "observation" || mode === "response";
-      if (text) {
-        text.hidden = !(mode === "observation" || mode === "response");
-        text.setAttribute("aria-label", mode === "observation"
-          ? "Tool result the agent sent" : "Response to the agent");
+      const box = own(this.root, "pending-text-box");
+      if (box) box.hidden = !(mode === "observation" || mode === "response");
+      const label = own(this.root, "pending-text-label");
+      if (label) {
+        label.textContent = mode === "observation" ? "Tool result the agent sent" : "Response to the agent";
       }
       if (choice) {
         choice.hidden = !(mode === "request" || mode === "response");

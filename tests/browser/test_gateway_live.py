@@ -7,90 +7,13 @@ the scripted OpenAI-compatible server, which answers from the tool result it is 
 from __future__ import annotations
 
 import json
-import threading
-import time
-import urllib.request
-from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
-from agentlab.tokens.models import create_token
-from tests.fake_openai import Reply
-from tests.gateway_clients import CALL, QUESTION, TOOLS, over_http, scripted_profile
-from traces.models import Run
+from tests.gateway_clients import QUESTION, agent_in_session, held_run, post
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def from_the_tool_result(body: dict) -> Reply:
-    """A tool call first; then an answer that repeats the tool result the model was sent."""
-    tool = [m for m in body.get("messages") or [] if m.get("role") == "tool"]
-    return Reply(text=f"In Paris it is {tool[-1]['content']}.") if tool else CALL
-
-
-class Agent(threading.Thread):
-    """`weather_agent` of tests/gateway_clients.py, synchronous, in a thread: its answer, or
-    the error its SDK raised, once it ends."""
-
-    def __init__(self, client: Any, weather: str = "sunny, 21 °C") -> None:
-        super().__init__(daemon=True)
-        self.client, self.weather = client, weather
-        self.answer: str | None = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        messages: list[Any] = [{"role": "system", "content": "You answer weather questions."},
-                               {"role": "user", "content": QUESTION}]
-        try:
-            for _ in range(4):
-                reply = self.client.chat.completions.create(model="scripted", messages=messages,
-                                                            tools=TOOLS)
-                message = reply.choices[0].message.model_dump(exclude_none=True)
-                messages.append(message)
-                if not message.get("tool_calls"):
-                    self.answer = message.get("content") or ""
-                    return
-                for call in message["tool_calls"]:
-                    messages.append({"role": "tool", "tool_call_id": call["id"],
-                                     "content": self.weather})
-        except BaseException as exc:  # noqa: BLE001 - the test says what the agent got
-            self.error = exc
-
-    def result(self) -> str:
-        self.join(20)
-        assert not self.is_alive(), "the agent is still waiting for the gateway"
-        assert self.error is None, self.error
-        return self.answer or ""
-
-
-def post(url: str, token: str, body: dict) -> dict:
-    request = urllib.request.Request(url, json.dumps(body).encode(), method="POST", headers={
-        "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
-
-
-def held_run(user, timeout_s: float = 15) -> Run:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        run = Run.objects.filter(user=user, status="paused").first()
-        if run is not None:
-            return run
-        time.sleep(0.1)
-    raise AssertionError("no gateway run was held at a breakpoint")
-
-
-def agent_in_session(live_url: str, user, fake_llm, debug: dict) -> tuple[Agent, str, str]:
-    """The agent started in a gateway session opened with `debug`; its token and session."""
-    scripted_profile(fake_llm)
-    fake_llm.responder = from_the_tool_result
-    token = create_token(user, "my agent", "gateway")[1]
-    session = post(f"{live_url}/gateway/sessions", token,
-                   {"name": "weather agent", "debug": debug})["session"]
-    agent = Agent(over_http(live_url, token, f"/gateway/s/{session}/v1"))
-    agent.start()
-    return agent, token, session
 
 
 def test_a_held_tool_result_is_edited_in_the_page_and_the_agent_gets_it(page, live_url, user,
