@@ -71,14 +71,13 @@ def test_hold_every_call_from_the_page_and_write_the_models_reply(page, live_url
 
     every_llm.uncheck()
     every_tool.check()  # from the page: the agent's tool result is held next
-    page.wait_for_timeout(300)  # the debug frames go before the resume
+    # (the debug frames and the resume go on one socket, in order)
     pending.get_by_role("button", name="Resume").click()
     expect(what).to_have_text("tool get_weather (step 2)")
     expect(pending).to_contain_text("breakpoint on every tool call")
     expect(pending.get_by_label("Tool result the agent sent")).to_have_value("sunny, 21 °C")
 
     every_llm.check()
-    page.wait_for_timeout(300)
     pending.get_by_role("button", name="Resume").click()
     expect(what).to_have_text("llm scripted (step 3)")
     pending.get_by_label("Write the response yourself").check()

@@ -419,7 +419,6 @@ def test_gateway_run_pages(tour, browser_page, staff, fake_llm):
     expect(pending.get_by_label("Tool result the agent sent")).to_have_value("sunny, 21 °C")
     tour.shoot("gateway-held-tool-result")
     page.get_by_label("Hold every LLM call").check()
-    page.wait_for_timeout(300)  # the debug frame goes before the resume
     pending.get_by_role("button", name="Resume").click()
     expect(pending.locator('[data-live="pending-what"]')).to_have_text("llm scripted (step 3)")
     pending.get_by_label("Write the response yourself").check()
