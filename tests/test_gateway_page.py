@@ -123,3 +123,25 @@ async def test_a_held_tool_result_is_shown_as_the_guardrails_let_it_through(user
     await control(user, run.pk, action="resume")
     said, _ = await asyncio.wait_for(agent, 10)
     assert said == "In Paris it is mild."
+
+
+async def test_a_held_llm_call_shows_its_request_as_the_guardrails_let_it_through(user, fake_llm,
+                                                                                 ended):
+    await asyncio.to_thread(scripted_profile, fake_llm)
+    await asyncio.to_thread(guardrail)
+    token = (await asyncio.to_thread(create_token, user, "agent", "gateway"))[1]
+    fake_llm.script(answer("mild"))
+    session = await open_session(token, debug={"break_kinds": ["llm"]})
+    call = asyncio.ensure_future(in_process(token, f"/gateway/s/{session['session']}/v1")
+                                 .chat.completions.create(model="scripted", messages=[
+                                     {"role": "user", "content": f"Weather for {EMAIL}?"}]))
+    run = await paused_run(user)
+    client = AsyncClient()
+    await client.aforce_login(user)
+    state = (await client.get(f"/runs/{run.pk}/control")).json()
+    shown = state["detail"]["pending"]["input"]["messages"][0]["content"]
+    assert shown.startswith("Weather for [redacted") and EMAIL not in str(state)
+    await control(user, run.pk, action="resume")
+    reply = await asyncio.wait_for(call, 10)
+    assert reply.choices[0].message.content == "In Paris it is mild."
+    assert EMAIL in fake_llm.requests[-1]["messages"][0]["content"]  # the model gets it all
