@@ -120,9 +120,12 @@ async def test_a_held_tool_result_is_shown_as_the_guardrails_let_it_through(user
     assert pending["text"].startswith("mild; ask [redacted")  # what the agent sent, redacted
     assert EMAIL not in str(state)
     assert EMAIL not in str((await Run.objects.aget(pk=run.pk)).__dict__)
+    # Sent back as shown (redacted): not an edit, the model reads what the agent sent.
+    await control(user, run.pk, action="edit", seq=2, input={"observation": pending["text"]})
     await control(user, run.pk, action="resume")
     said, _ = await asyncio.wait_for(agent, 10)
     assert said == "In Paris it is mild."
+    assert fake_llm.requests[-1]["messages"][-1]["content"] == f"mild; ask {EMAIL}"
 
 
 async def test_a_held_llm_call_shows_its_request_as_the_guardrails_let_it_through(user, fake_llm,
@@ -141,7 +144,12 @@ async def test_a_held_llm_call_shows_its_request_as_the_guardrails_let_it_throug
     state = (await client.get(f"/runs/{run.pk}/control")).json()
     shown = state["detail"]["pending"]["input"]["messages"][0]["content"]
     assert shown.startswith("Weather for [redacted") and EMAIL not in str(state)
+    # The page sends the whole request back, one field changed: the rest is the agent's own.
+    edited = {**state["detail"]["pending"]["input"], "temperature": 0.25}
+    edited.pop("params", None)
+    assert (await control(user, run.pk, action="edit", seq=1, input=edited)).status_code == 200
     await control(user, run.pk, action="resume")
     reply = await asyncio.wait_for(call, 10)
     assert reply.choices[0].message.content == "In Paris it is mild."
-    assert EMAIL in fake_llm.requests[-1]["messages"][0]["content"]  # the model gets it all
+    sent = fake_llm.requests[-1]
+    assert EMAIL in sent["messages"][0]["content"] and sent["temperature"] == 0.25

@@ -172,7 +172,10 @@ class Session:
             shown = await self.record(step)
             # Held, the page shows (and offers to edit) the result the agent sent, redacted
             # as the trace will have it; its guardrail decisions come with the finished step.
-            edit = await self.hold(dataclasses.replace(shown, text=await self._redacted(text)))
+            held = dataclasses.replace(shown, text=await self._redacted(text))
+            edit = await self.hold(held)
+            if edit is not None and edit["observation"] == held.text:
+                edit = None  # sent back as shown (maybe redacted): the agent's own stays
             if edit is not None:
                 text = self.substitutions[call_id] = edit["observation"]
                 step.meta["edited"] = True
@@ -201,7 +204,8 @@ class Session:
         when it needs no model (served from the record, or written by the person)."""
         step = Step(seq=self._next(), kind="llm", name=model, input=request.recorded(),
                     status="running")
-        edit = await self.hold(await self.record(step))
+        shown = await self.record(step)
+        edit = _changed(await self.hold(shown), shown)
         if edit is not None:
             step.meta["edited"] = True
             if "response" in edit:
@@ -296,6 +300,14 @@ class Session:
 def _numbered(step: Step, seq: int) -> Step:
     step.seq = seq
     return step
+
+
+def _changed(edit: dict[str, Any] | None, shown: Step) -> dict[str, Any] | None:
+    """The request fields the person changed: one sent back as they were shown it (a
+    redacted value) stays as the agent sent it (as agentlab.runtime.context.checkpoint)."""
+    if edit is None or "response" in edit or not isinstance(shown.input, dict):
+        return edit
+    return {k: v for k, v in edit.items() if v != shown.input.get(k)} or None
 
 
 def _written(response: dict[str, Any]) -> ChatResult:
