@@ -16,7 +16,10 @@ from tests.gateway_clients import (
     CALL,
     QUESTION,
     answer,
+    control,
     in_process,
+    open_session,
+    paused_run,
     scripted_profile,
     weather_agent,
 )
@@ -117,17 +120,6 @@ async def test_a_traceparent_groups_calls_that_share_no_conversation(user, token
     assert runs[0].agent_snapshot["gateway"]["trace_id"] == trace.split("-")[1]
 
 
-async def open_session(token: str, **fields) -> dict:
-    import httpx2 as httpx
-
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=APP),
-                                 base_url="http://testserver") as http:
-        response = await http.post("/gateway/sessions", json=fields,
-                                   headers={"Authorization": f"Bearer {token}"})
-    assert response.status_code == 201, response.text
-    return response.json()
-
-
 async def end_session(token: str, key: str, exit_code: int = 0) -> dict:
     import httpx2 as httpx
 
@@ -204,24 +196,6 @@ def first_difference(a: int, b: int) -> tuple[str, int, int]:
     diff = diff_steps(*steps)
     row = diff.rows[diff.first_divergence]
     return row.left.kind, row.left.seq, row.right.seq
-
-
-async def control(user, run_id: int, **frame):
-    from django.test import AsyncClient
-
-    client = AsyncClient()
-    await client.aforce_login(user)
-    return await client.post(f"/runs/{run_id}/control", frame, content_type="application/json")
-
-
-async def paused_run(user) -> Run:
-    from tests.waiting import await_until
-
-    async def paused():
-        run = await Run.objects.filter(user=user, status="paused").afirst()
-        return run
-
-    return await await_until(paused, timeout=10)
 
 
 async def test_a_tool_breakpoint_holds_the_agent_until_the_person_edits_and_resumes(

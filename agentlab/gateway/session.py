@@ -96,9 +96,10 @@ class Session:
         self.seq += 1
         return self.seq
 
-    async def record(self, step: Step) -> None:
-        """Persist, then publish, the step as the guardrails let it be seen; a block on a
-        reply or a tool result refuses the request (the recorded step stays, redacted)."""
+    async def record(self, step: Step) -> Step:
+        """Persist, then publish, the step as the guardrails let it be seen (returned: what a
+        hold shows too); a block on a reply or a tool result refuses the request (the
+        recorded step stays, redacted)."""
         shown, decisions = await self.guard.astep(step) if self.guard else (step, [])
         await self.recorder.step(shown)
         await self.control.step(step)  # breakpoints after a step (a failed call)
@@ -107,6 +108,7 @@ class Session:
         if (stop := blocked(decisions)) is not None:
             raise GatewayError(400, f"Blocked by the guardrail {stop.guardrail}: {stop.message}",
                                code="guardrail_blocked", retry=False)
+        return shown
 
     async def hold(self, step: Step) -> dict[str, Any] | None:
         """The run's control before a call: None, or what the person edited. A hold that
@@ -167,8 +169,13 @@ class Session:
                         meta={"call_id": call_id, "ran_by": "agent"})
             if call_id in self.substitutions:
                 step.meta["edited"] = True
-            await self.record(step)
-            edit = await self.hold(step)
+            shown = await self.record(step)
+            # Held, the page shows (and offers to edit) the result the agent sent, redacted
+            # as the trace will have it; its guardrail decisions come with the finished step.
+            held = dataclasses.replace(shown, text=await self._redacted(text))
+            edit = await self.hold(held)
+            if edit is not None and edit["observation"] == held.text:
+                edit = None  # sent back as shown (maybe redacted): the agent's own stays
             if edit is not None:
                 text = self.substitutions[call_id] = edit["observation"]
                 step.meta["edited"] = True
@@ -178,6 +185,11 @@ class Session:
             step.duration_ms = (time.time() - call.replied_at) * 1000
             self.totals.tool_calls += 1
             await self.record(step)
+
+    async def _redacted(self, text: str) -> str:
+        if self.guard is None:
+            return text
+        return (await self.guard.adetail({"answer": text}))["answer"]
 
     def substituted(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The conversation with every edited tool result in place of the agent's own."""
@@ -192,8 +204,8 @@ class Session:
         when it needs no model (served from the record, or written by the person)."""
         step = Step(seq=self._next(), kind="llm", name=model, input=request.recorded(),
                     status="running")
-        await self.record(step)
-        edit = await self.hold(step)
+        shown = await self.record(step)
+        edit = _changed(await self.hold(shown), shown)
         if edit is not None:
             step.meta["edited"] = True
             if "response" in edit:
@@ -288,6 +300,14 @@ class Session:
 def _numbered(step: Step, seq: int) -> Step:
     step.seq = seq
     return step
+
+
+def _changed(edit: dict[str, Any] | None, shown: Step) -> dict[str, Any] | None:
+    """The request fields the person changed: one sent back as they were shown it (a
+    redacted value) stays as the agent sent it (as agentlab.runtime.context.checkpoint)."""
+    if edit is None or "response" in edit or not isinstance(shown.input, dict):
+        return edit
+    return {k: v for k, v in edit.items() if v != shown.input.get(k)} or None
 
 
 def _written(response: dict[str, Any]) -> ChatResult:

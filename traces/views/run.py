@@ -64,6 +64,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
                       .order_by("pk")[:20]),
         # A received run (the OTLP receiver) is live but nothing here executes it: no controls.
         "received": _received(run),
+        "gateway": gateway(run),
+        "linked": linked(visible, run),
         **cases_context(request.user, run.pk),
     }
     return render(request, "traces/run_detail.html", context)
@@ -75,6 +77,34 @@ def _received(run: Run) -> dict[str, Any] | None:
     source = (run.agent_snapshot or {}).get("imported_from") or {}
     return {"service": str(source.get("service") or ""),
             "quiet_s": settings.AGENTLAB_RECEIVER_QUIET_S}
+
+
+GROUPED_BY = {"session": "its launcher session", "trace": "its traceparent trace id",
+              "conversation": "conversation continuity (each request extends the last)"}
+
+
+def gateway(run: Run) -> dict[str, Any] | None:
+    """An outside agent's run through the gateway (agentlab.gateway): what the header says of
+    it, and how long a held call waits before the gateway answers it with a timeout."""
+    found = (run.agent_snapshot or {}).get("gateway") if isinstance(run.agent_snapshot,
+                                                                    dict) else None
+    if not isinstance(found, dict):
+        return None
+    grouped = str(found.get("grouped_by") or "")
+    return {"model": str(found.get("model") or ""), "profile": str(found.get("profile") or ""),
+            "grouped_by": GROUPED_BY.get(grouped, grouped), "mode": str(found.get("mode") or ""),
+            "trace_id": str(found.get("trace_id") or ""),
+            "hold_s": getattr(settings, "AGENTLAB_GATEWAY_HOLD_S", None)}
+
+
+def linked(visible: Any, run: Run) -> list[dict[str, Any]]:
+    """Other runs of the same agent run (hook `linked_runs`), those the visitor may see."""
+    answer = hook("linked_runs")
+    found = answer(run) if answer is not None else []
+    if not found:
+        return []
+    shown = set(visible.filter(pk__in=[f["pk"] for f in found]).values_list("pk", flat=True))
+    return [f for f in found if f["pk"] in shown]
 
 
 def run_feedback(request: HttpRequest, run: Run) -> str:
