@@ -21,6 +21,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agentlab.gateway import auth, routes
 from agentlab.gateway.answer import answer, error_response, guard_input, json_response
+from agentlab.gateway.models import GatewaySession
 from agentlab.gateway.protocol import GatewayError, error_body, parse_chat
 from agentlab.gateway.sessions import TABLE
 from agentlab.receiver.ratelimit import RateLimiter
@@ -112,9 +113,18 @@ async def chat_completions(request: HttpRequest, user: Any, session: str | None 
     return response
 
 
+async def _known(user: Any, session: str | None) -> None:
+    """A session key in the URL that is not the user's reads as unknown on every endpoint
+    (chat finds its run by it: agentlab.gateway.sessions), never as any answer at all."""
+    if session and not await GatewaySession.objects.filter(key=session, user=user).aexists():
+        raise GatewayError(404, "Unknown gateway session.", code="session_not_found",
+                           retry=False)
+
+
 @gateway_view
 async def models(request: HttpRequest, user: Any, session: str | None = None) -> HttpResponse:
     _allow(request, "GET")
+    await _known(user, session)
     names = await sync_to_async(routes.model_names, thread_sensitive=False)()
     return json_response({"object": "list", "data": [
         {"id": name, "object": "model", "created": 0, "owned_by": "agentlab"}
@@ -126,6 +136,7 @@ async def embeddings(request: HttpRequest, user: Any, session: str | None = None
                      ) -> HttpResponse:
     """Passed through to the route's profile, as they are (not recorded: not a step)."""
     _allow(request, "POST")
+    await _known(user, session)
     body = await read_json(request)
     if not isinstance(body, dict) or not isinstance(body.get("model"), str):
         raise GatewayError(400, "'model' is required.", param="model")
@@ -136,4 +147,5 @@ async def embeddings(request: HttpRequest, user: Any, session: str | None = None
 @gateway_view
 async def responses(request: HttpRequest, user: Any, session: str | None = None
                     ) -> HttpResponse:
+    await _known(user, session)
     raise GatewayError(400, RESPONSES_API, code="responses_api_not_supported", retry=False)
