@@ -110,8 +110,17 @@ class Session:
 
     async def hold(self, step: Step) -> dict[str, Any] | None:
         """The run's control before a call: None, or what the person edited. A hold that
-        outlives AGENTLAB_GATEWAY_HOLD_S, or a cancel, answers the agent with an error; the
-        step says why it never went on."""
+        outlives AGENTLAB_GATEWAY_HOLD_S, a cancel or a refused hold (too many held, the run
+        over) answers the agent with an error; the step says why it never went on (it never
+        stays `running` on the page)."""
+        try:
+            return await self._hold(step)
+        except GatewayError as exc:
+            if step.status == "running":
+                await self._never_went_on(step, exc.message)
+            raise
+
+    async def _hold(self, step: Step) -> dict[str, Any] | None:
         self.refuse_if_over()
         self.held += 1
         try:
@@ -139,7 +148,7 @@ class Session:
     async def _never_went_on(self, step: Step, why: str) -> None:
         step.status, step.text = "error", why
         step.output = {"error": why, "kind": "held"}
-        await self.recorder.step(step)
+        await self.record(step)  # as the guardrails let it be seen, like every step
 
     def refuse_if_over(self) -> None:
         if self.cancelled:
