@@ -96,9 +96,10 @@ class Session:
         self.seq += 1
         return self.seq
 
-    async def record(self, step: Step) -> None:
-        """Persist, then publish, the step as the guardrails let it be seen; a block on a
-        reply or a tool result refuses the request (the recorded step stays, redacted)."""
+    async def record(self, step: Step) -> Step:
+        """Persist, then publish, the step as the guardrails let it be seen (returned: what
+        a hold may show); a block on a reply or a tool result refuses the request (the
+        recorded step stays, redacted)."""
         shown, decisions = await self.guard.astep(step) if self.guard else (step, [])
         await self.recorder.step(shown)
         await self.control.step(step)  # breakpoints after a step (a failed call)
@@ -107,25 +108,27 @@ class Session:
         if (stop := blocked(decisions)) is not None:
             raise GatewayError(400, f"Blocked by the guardrail {stop.guardrail}: {stop.message}",
                                code="guardrail_blocked", retry=False)
+        return shown
 
-    async def hold(self, step: Step) -> dict[str, Any] | None:
-        """The run's control before a call: None, or what the person edited. A hold that
-        outlives AGENTLAB_GATEWAY_HOLD_S, a cancel or a refused hold (too many held, the run
-        over) answers the agent with an error; the step says why it never went on (it never
-        stays `running` on the page)."""
+    async def hold(self, step: Step, shown: Step) -> dict[str, Any] | None:
+        """The run's control before a call: None, or what the person edited. The pause
+        shows (on the socket, /runs/<id>/control, the run's status) the step as recorded,
+        redacted: `shown`. A hold that outlives AGENTLAB_GATEWAY_HOLD_S, a cancel or a
+        refused hold (too many held, the run over) answers the agent with an error; the step
+        says why it never went on (it never stays `running` on the page)."""
         try:
-            return await self._hold(step)
+            return await self._hold(step, shown)
         except GatewayError as exc:
             if step.status == "running":
                 await self._never_went_on(step, exc.message)
             raise
 
-    async def _hold(self, step: Step) -> dict[str, Any] | None:
+    async def _hold(self, step: Step, shown: Step) -> dict[str, Any] | None:
         self.refuse_if_over()
         self.held += 1
         try:
             async with asyncio.timeout(self.control.hold_s):
-                return await self.control.checkpoint(step)
+                return await self.control.checkpoint(shown)
         except TimeoutError:
             await self.control.announce()
             hold = self.control.hold_s
@@ -176,8 +179,7 @@ class Session:
                         meta={"call_id": call_id, "ran_by": "agent"})
             if call_id in self.substitutions:
                 step.meta["edited"] = True
-            await self.record(step)
-            edit = await self.hold(step)
+            edit = await self.hold(step, await self.record(step))
             if edit is not None:
                 text = self.substitutions[call_id] = edit["observation"]
                 step.meta["edited"] = True
@@ -201,8 +203,7 @@ class Session:
         when it needs no model (served from the record, or written by the person)."""
         step = Step(seq=self._next(), kind="llm", name=model, input=request.recorded(),
                     status="running")
-        await self.record(step)
-        edit = await self.hold(step)
+        edit = await self.hold(step, await self.record(step))
         if edit is not None:
             step.meta["edited"] = True
             if "response" in edit:
