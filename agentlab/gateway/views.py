@@ -21,7 +21,13 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from agentlab.gateway import auth, routes
-from agentlab.gateway.answer import answer, error_response, guard_input, json_response
+from agentlab.gateway.answer import (
+    answer,
+    error_response,
+    guard_embedding,
+    guard_input,
+    json_response,
+)
 from agentlab.gateway.models import GatewaySession
 from agentlab.gateway.protocol import MODEL_CHARS, GatewayError, error_body, parse_chat
 from agentlab.gateway.sessions import TABLE
@@ -171,7 +177,8 @@ async def models(request: HttpRequest, user: Any, session: str | None = None) ->
 @gateway_view
 async def embeddings(request: HttpRequest, user: Any, session: str | None = None
                      ) -> HttpResponse:
-    """Passed through to the route's profile, as they are (not recorded: not a step)."""
+    """Passed through to the route's profile as they are but for what the route's input
+    guardrails redact or block (not recorded: not a step)."""
     _allow(request, "POST")
     await _known(user, session)
     body = await read_json(request)
@@ -180,6 +187,8 @@ async def embeddings(request: HttpRequest, user: Any, session: str | None = None
     if len(body["model"]) > MODEL_CHARS:
         raise GatewayError(400, f"'model' is at most {MODEL_CHARS} characters.", param="model")
     route = await sync_to_async(routes.route, thread_sensitive=False)(body["model"])
+    body = guard_embedding(body, route) if not route.input_off_loop else (
+        await asyncio.to_thread(guard_embedding, body, route))
     return json_response(await routes.embed(route, body))
 
 
