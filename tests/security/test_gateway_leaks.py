@@ -161,6 +161,20 @@ async def test_a_blocking_guardrail_answers_the_agent_400_guardrail_blocked(user
     assert hidden(await sync_to_async(recorded)(run.pk))
 
 
+async def test_embeddings_pass_the_input_guardrails_too(user, token, profile, fake_llm):
+    await sync_to_async(guardrail)("emails in", "email", stage="input", everywhere=True)
+    await sync_to_async(guardrail)("no keys in", "api_key", action="block", stage="input",
+                                   everywhere=True)
+    fake_llm.script(Reply(text="an embedding"))  # what it answers is passed back as it is
+    client = in_process(token)
+    await client.embeddings.with_raw_response.create(model="scripted",
+                                                     input=["weather", f"mail {EMAIL}"])
+    assert fake_llm.requests[-1]["input"] == ["weather", "mail [redacted: email]"]
+    with pytest.raises(openai.BadRequestError) as raised:
+        await client.embeddings.create(model="scripted", input=f"key {API_KEY}")
+    assert raised.value.code == "guardrail_blocked" and len(fake_llm.requests) == 1
+
+
 async def test_a_profiles_key_appears_in_no_answer_error_or_record(user, token, fake_llm,
                                                                    monkeypatch, ended):
     secret = "sk-test-" + "S3cr3tV4lu3NeverShown0123"
@@ -209,3 +223,24 @@ async def test_upstream_learns_nothing_a_direct_call_would_not_tell_it(user, tok
         for leaked in (token, key, trace.split("-")[1], "alice", "sessionid", f"/runs/{run.pk}"):
             assert leaked not in seen
         assert not [h for h in headers if "agentlab" in h]
+
+
+async def test_credentials_in_a_profiles_url_appear_in_no_error_or_record(user, token, ended):
+    from agentlab.models import ModelProfile
+
+    await ModelProfile.objects.acreate(
+        name="private", model="m", retries=0, timeout_s=2,
+        base_url="http://agent:hunter2pass@127.0.0.1:9/v1?api-key=hunter3key")
+    client = in_process(token)
+    for ask in (client.chat.completions.create(model="private", messages=[
+                    {"role": "user", "content": "hi"}]),
+                client.embeddings.create(model="private", input="hi")):
+        with pytest.raises(openai.APIStatusError) as raised:
+            await ask
+        assert raised.value.status_code == 502, raised.value.message
+        assert "127.0.0.1:9" in raised.value.message  # where it failed is said...
+        for secret in ("hunter2pass", "hunter3key"):  # ...without what the URL carries
+            assert secret not in raised.value.response.text
+    await TABLE.close_quiet(0)
+    run = await Run.objects.aget(user=user)
+    assert "hunter" not in await sync_to_async(recorded)(run.pk)
