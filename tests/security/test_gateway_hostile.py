@@ -137,9 +137,9 @@ async def test_every_endpoint_wants_a_live_gateway_token(method, path, body, use
 
 async def test_a_revoke_or_a_deactivation_counts_at_once_despite_the_cache(user, profile):
     row, token = await sync_to_async(create_token)(user, "agent", "gateway")
-    assert (await call("get", "/gateway/v1/models", token=token)).status_code == 200  # cached
     page = AsyncClient()  # revoked from the Access tokens page, as its owner does
-    await page.aforce_login(user)
+    await page.aforce_login(user)  # (before: a login saves the user, which empties the cache)
+    assert (await call("get", "/gateway/v1/models", token=token)).status_code == 200  # cached
     assert (await page.post(f"/tokens/{row.pk}/revoke/")).status_code == 302
     refused = await call("get", "/gateway/v1/models", token=token)
     assert refused.status_code == 401 and error_of(refused)["code"] == "revoked"
@@ -155,28 +155,30 @@ async def test_a_revoke_or_a_deactivation_counts_at_once_despite_the_cache(user,
 # -- a second account --------------------------------------------------------------------------
 
 async def test_another_accounts_session_key_reads_as_unknown_and_adds_nothing(
-        user, other_user, profile, fake_llm, ended):
-    alice, bob = await token_of(user), await token_of(other_user)
+        user, other_user, staff, profile, fake_llm, ended):
+    alice = await token_of(user)
     fake_llm.script(CALL, answer("sunny"))
     key = (await open_session(alice, name="weather.py"))["session"]
     await weather_agent(session_client(alice, key), "sunny")
     theirs = await run_of(user)
     before = await steps(theirs.pk)
     fake_llm.script(answer("mine now"))
-    for method, path, body in ENDPOINTS:
-        if KEY not in path:
-            continue
-        response = await call(method, path.replace(KEY, key), body, bob)
-        assert response.status_code == 404, (path, response.text)
-        assert error_of(response)["code"] == "session_not_found"
-        unknown = await call(method, path, body, bob)  # a key nobody has: the same answer
-        assert (unknown.status_code, error_of(unknown)) == (404, error_of(response))
-    with pytest.raises(openai.NotFoundError):
-        await weather_agent(session_client(bob, key))
+    for intruder in (other_user, staff):  # a session is its owner's alone, staff included
+        token = await token_of(intruder)
+        for method, path, body in ENDPOINTS:
+            if KEY not in path:
+                continue
+            response = await call(method, path.replace(KEY, key), body, token)
+            assert response.status_code == 404, (path, response.text)
+            assert error_of(response)["code"] == "session_not_found"
+            unknown = await call(method, path, body, token)  # a key nobody has: the same
+            assert (unknown.status_code, error_of(unknown)) == (404, error_of(response))
+        with pytest.raises(openai.NotFoundError):
+            await weather_agent(session_client(token, key))
     assert await steps(theirs.pk) == before and len(fake_llm.requests) == 2
     row = await GatewaySession.objects.aget(key=key)
     assert row.ended_at is None and (await Run.objects.aget(pk=theirs.pk)).status == "running"
-    assert not await Run.objects.filter(user=other_user).aexists()
+    assert not await Run.objects.exclude(user=user).aexists()
 
 
 @pytest.mark.parametrize("mode,extra", [("replay", {}),
@@ -352,7 +354,8 @@ async def test_too_many_requests_a_minute_wait_with_retry_after_while_others_go_
     flooder, other = await token_of(user), await token_of(other_user)
     for _ in range(2):
         assert (await call("get", "/gateway/v1/models", token=flooder)).status_code == 200
-    refused = await call("post", "/gateway/v1/chat/completions", CHAT, flooder)
+    another = await token_of(user)  # per account, not per token: a new token is no way out
+    refused = await call("post", "/gateway/v1/chat/completions", CHAT, another)
     assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
     assert error_of(refused)["code"] == "rate_limited"
     assert "AGENTLAB_GATEWAY_REQUESTS_PER_MIN" in error_of(refused)["message"]
