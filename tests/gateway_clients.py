@@ -82,3 +82,13 @@ async def weather_agent(client: openai.AsyncOpenAI, weather: str = "sunny, 21 °
             json.loads(call["function"]["arguments"])
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": weather})
     return "no answer", messages
+
+
+async def open_session(token: str, **fields: Any) -> dict[str, Any]:
+    """POST /gateway/sessions as `manage.py attach` does: the new session's JSON."""
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=APP),
+                                 base_url="http://testserver") as http:
+        response = await http.post("/gateway/sessions", json=fields,
+                                   headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 201, response.text
+    return response.json()

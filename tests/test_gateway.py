@@ -17,6 +17,7 @@ from tests.gateway_clients import (
     QUESTION,
     answer,
     in_process,
+    open_session,
     scripted_profile,
     weather_agent,
 )
@@ -115,17 +116,6 @@ async def test_a_traceparent_groups_calls_that_share_no_conversation(user, token
     assert len(runs) == 2 and counts == [1, 1]
     assert [s[1] for s in await sync_to_async(steps_of)(runs[0].pk)] == ["llm", "llm", "final"]
     assert runs[0].agent_snapshot["gateway"]["trace_id"] == trace.split("-")[1]
-
-
-async def open_session(token: str, **fields) -> dict:
-    import httpx2 as httpx
-
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=APP),
-                                 base_url="http://testserver") as http:
-        response = await http.post("/gateway/sessions", json=fields,
-                                   headers={"Authorization": f"Bearer {token}"})
-    assert response.status_code == 201, response.text
-    return response.json()
 
 
 async def end_session(token: str, key: str, exit_code: int = 0) -> dict:

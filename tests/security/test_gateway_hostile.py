@@ -17,13 +17,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient, override_settings
 
-from agentlab.asgi import application
 from agentlab.gateway import views
 from agentlab.gateway.models import GatewaySession
 from agentlab.receiver.ratelimit import RateLimiter
 from agentlab.tokens.models import create_token
 from tests.fake_openai import Reply
-from tests.gateway_clients import CALL, answer, in_process, scripted_profile, weather_agent
+from tests.gateway_clients import APP, CALL, answer, in_process, open_session, weather_agent
 from tests.waiting import await_until
 from traces import access
 from traces.models import Run, Step
@@ -49,7 +48,7 @@ ENDPOINTS = [
 
 
 def http() -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=application),
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=APP),
                              base_url="http://testserver")
 
 
@@ -72,25 +71,6 @@ def error_of(response: httpx.Response) -> dict:
     body = response.json()
     assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
     return body["error"]
-
-
-@pytest.fixture
-def profile(fake_llm):
-    return scripted_profile(fake_llm)
-
-
-@pytest.fixture
-async def ended():
-    from agentlab.gateway.sessions import TABLE
-
-    yield
-    await TABLE.close_quiet(0)
-
-
-async def open_session(token: str, **fields) -> dict:
-    response = await call("post", "/gateway/sessions", fields, token)
-    assert response.status_code == 201, response.text
-    return response.json()
 
 
 def session_client(token: str, key: str) -> openai.AsyncOpenAI:
@@ -385,7 +365,7 @@ async def streamed(token: str, body: dict) -> tuple[asyncio.Task, asyncio.Queue]
             return messages.pop()
         await asyncio.Event().wait()  # the client stays until the app is done
 
-    return asyncio.ensure_future(application(scope, receive, sent.put)), sent
+    return asyncio.ensure_future(APP(scope, receive, sent.put)), sent
 
 
 async def test_requests_in_flight_count_until_a_stream_ends(user, profile, fake_llm,

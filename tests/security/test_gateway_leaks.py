@@ -18,7 +18,7 @@ from agentlab.gateway.sessions import TABLE
 from agentlab.models import Agent, Guardrail
 from agentlab.tokens.models import create_token
 from tests.fake_openai import Fail, Reply
-from tests.gateway_clients import in_process, scripted_profile
+from tests.gateway_clients import in_process, open_session, scripted_profile
 from tests.sockets import connect, frames_until
 from tests.waiting import await_until
 from traces.models import Run, Step
@@ -36,17 +36,6 @@ async def token(user) -> str:
     return (await sync_to_async(create_token)(user, "agent", "gateway"))[1]
 
 
-@pytest.fixture
-def profile(fake_llm):
-    return scripted_profile(fake_llm)
-
-
-@pytest.fixture
-async def ended():
-    yield
-    await TABLE.close_quiet(0)
-
-
 def guardrail(name: str, kind: str, *, action: str = "redact", stage: str = "output",
               everywhere: bool = False) -> Guardrail:
     return Guardrail.objects.create(name=name, kind=kind, action=action, stage=stage,
@@ -59,19 +48,6 @@ def routed(profile, *checks: Guardrail) -> str:
     agent.guardrails.set(checks)
     GatewayRoute.objects.create(model_name="gpt-4o-mini", profile=profile, agent=agent)
     return "gpt-4o-mini"
-
-
-async def open_session(token: str, **fields) -> str:
-    import httpx2 as httpx
-
-    from agentlab.asgi import application
-
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application),
-                                 base_url="http://testserver") as http:
-        response = await http.post("/gateway/sessions", json=fields,
-                                   headers={"Authorization": f"Bearer {token}"})
-    assert response.status_code == 201, response.text
-    return response.json()["session"]
 
 
 async def mailer(client: openai.AsyncOpenAI, model: str) -> str:
@@ -112,7 +88,7 @@ async def test_redacted_text_reaches_no_row_socket_control_or_export(where, user
              else "scripted")
     fake_llm.script(Reply(tool_calls=[("send_mail", json.dumps({"to": EMAIL}))]),
                     Reply(text=f"Done: mailed {EMAIL}."))
-    key = await open_session(token, debug={"break_tools": ["send_mail"]})
+    key = (await open_session(token, debug={"break_tools": ["send_mail"]}))["session"]
     agent = asyncio.ensure_future(mailer(in_process(token, f"/gateway/s/{key}/v1"), model))
     run = await await_until(lambda: Run.objects.filter(user=user, status="paused").afirst())
     page = AsyncClient()
@@ -204,7 +180,7 @@ async def test_a_profiles_key_appears_in_no_answer_error_or_record(user, token, 
 
 async def test_upstream_learns_nothing_a_direct_call_would_not_tell_it(user, token, profile,
                                                                        fake_llm, ended):
-    key = await open_session(token, name="weather.py")
+    key = (await open_session(token, name="weather.py"))["session"]
     trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     fake_llm.script(Reply(text="fine"), Reply(text="still fine"))
     client = in_process(token, f"/gateway/s/{key}/v1")
