@@ -92,8 +92,8 @@ async def weather_agent(client: openai.AsyncOpenAI, weather: str = "sunny, 21 °
     return "no answer", messages
 
 
-async def open_session(token: str, **fields) -> dict:
-    """POST /gateway/sessions (as `manage.py attach` does): the new session's JSON."""
+async def open_session(token: str, **fields: Any) -> dict[str, Any]:
+    """POST /gateway/sessions as `manage.py attach` does: the new session's JSON."""
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=APP),
                                  base_url="http://testserver") as http:
         response = await http.post("/gateway/sessions", json=fields,

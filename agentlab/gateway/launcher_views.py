@@ -23,6 +23,12 @@ from traces.models import Run
 MAX_WAIT_S = 30  # a runner's long poll
 POLL_S = 0.5
 NAME_CHARS = 200
+MAX_INT = 2**31 - 1  # an integer column's largest value (PostgreSQL)
+
+
+def _whole(value: Any, low: int, high: int) -> bool:
+    """A whole number a database column holds (a bigger one would be a 500, not a 400)."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def base_url(request: HttpRequest, key: str) -> str:
@@ -65,7 +71,7 @@ async def checked_session(user: Any, body: Any) -> dict[str, Any]:
     fields["source_id"] = source
     if mode == "fork":
         at, edit = body.get("fork_seq"), body.get("edit") or {}
-        if not isinstance(at, int) or isinstance(at, bool) or at < 1:
+        if not _whole(at, 1, MAX_INT):
             raise GatewayError(400, "A fork needs 'fork_seq', the step it edits.",
                                param="fork_seq")
         if not isinstance(edit, dict) or not set(edit) <= {"response", "observation"}:
@@ -111,8 +117,9 @@ async def end(request: HttpRequest, user: Any, key: str) -> HttpResponse:
     row = await _own(user, key)
     body = await read_json(request) if request.body else {}
     code = body.get("exit_code") if isinstance(body, dict) else None
-    if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
-        raise GatewayError(400, "'exit_code' must be a whole number.", param="exit_code")
+    if code is not None and not _whole(code, -MAX_INT - 1, MAX_INT):
+        raise GatewayError(400, "'exit_code' must be a whole number (a process's exit "
+                                "status).", param="exit_code")
     if row.ended_at is None:
         await end_session(row, code)
     return json_response(await _state(request, await _own(user, key)))

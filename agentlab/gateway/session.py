@@ -97,8 +97,8 @@ class Session:
         return self.seq
 
     async def record(self, step: Step) -> Step:
-        """Persist, then publish, the step as the guardrails let it be seen (returned: what a
-        hold shows too); a block on a reply or a tool result refuses the request (the
+        """Persist, then publish, the step as the guardrails let it be seen (returned: what
+        a hold may show); a block on a reply or a tool result refuses the request (the
         recorded step stays, redacted)."""
         shown, decisions = await self.guard.astep(step) if self.guard else (step, [])
         await self.recorder.step(shown)
@@ -110,15 +110,25 @@ class Session:
                                code="guardrail_blocked", retry=False)
         return shown
 
-    async def hold(self, step: Step) -> dict[str, Any] | None:
-        """The run's control before a call: None, or what the person edited. A hold that
-        outlives AGENTLAB_GATEWAY_HOLD_S, or a cancel, answers the agent with an error; the
-        step says why it never went on."""
+    async def hold(self, step: Step, shown: Step) -> dict[str, Any] | None:
+        """The run's control before a call: None, or what the person edited. The pause
+        shows (on the socket, /runs/<id>/control, the run's status) the step as recorded,
+        redacted: `shown`. A hold that outlives AGENTLAB_GATEWAY_HOLD_S, a cancel or a
+        refused hold (too many held, the run over) answers the agent with an error; the step
+        says why it never went on (it never stays `running` on the page)."""
+        try:
+            return await self._hold(step, shown)
+        except GatewayError as exc:
+            if step.status == "running":
+                await self._never_went_on(step, exc.message)
+            raise
+
+    async def _hold(self, step: Step, shown: Step) -> dict[str, Any] | None:
         self.refuse_if_over()
         self.held += 1
         try:
             async with asyncio.timeout(self.control.hold_s):
-                return await self.control.checkpoint(step)
+                return await self.control.checkpoint(shown)
         except TimeoutError:
             await self.control.announce()
             hold = self.control.hold_s
@@ -141,7 +151,7 @@ class Session:
     async def _never_went_on(self, step: Step, why: str) -> None:
         step.status, step.text = "error", why
         step.output = {"error": why, "kind": "held"}
-        await self.recorder.step(step)
+        await self.record(step)  # as the guardrails let it be seen, like every step
 
     def refuse_if_over(self) -> None:
         if self.cancelled:
@@ -173,7 +183,7 @@ class Session:
             # Held, the page shows (and offers to edit) the result the agent sent, redacted
             # as the trace will have it; its guardrail decisions come with the finished step.
             held = dataclasses.replace(shown, text=await self._redacted(text))
-            edit = await self.hold(held)
+            edit = await self.hold(step, held)
             if edit is not None and edit["observation"] == held.text:
                 edit = None  # sent back as shown (maybe redacted): the agent's own stays
             if edit is not None:
@@ -205,7 +215,7 @@ class Session:
         step = Step(seq=self._next(), kind="llm", name=model, input=request.recorded(),
                     status="running")
         shown = await self.record(step)
-        edit = _changed(await self.hold(shown), shown)
+        edit = _changed(await self.hold(step, shown), shown)
         if edit is not None:
             step.meta["edited"] = True
             if "response" in edit:

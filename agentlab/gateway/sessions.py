@@ -29,6 +29,7 @@ from agentlab.gateway.models import GatewaySession
 from agentlab.gateway.protocol import ChatRequest, GatewayError
 from agentlab.gateway.routes import Route
 from agentlab.gateway.session import Session
+from agentlab.guardrails.decisions import check_question
 from agentlab.llm.types import ChatResult
 from agentlab.runs.control import DebugSettings
 from agentlab.runs.room import RunLimit
@@ -210,9 +211,13 @@ async def _new_run(user: Any, request: ChatRequest, route: Route, row: GatewaySe
         snapshot["replay"] = {"source_run": row.source_id, "fork_seq": row.fork_seq,
                               "edit": row.edit, "on_divergence": row.on_divergence}
     name = (row.name if row is not None and row.name else f"gateway · {request.model}")[:200]
+    asked = question(request.messages)[:QUESTION_CHARS]
+    if route.checks:  # the output checks ("everything recorded") mask the question too
+        asked = (await sync_to_async(check_question, thread_sensitive=False)(
+            asked, route.checks))[0]
     try:
         run = await sync_to_async(gateway_run, thread_sensitive=False)(
-            user, question=question(request.messages)[:QUESTION_CHARS], agent_name=name,
+            user, question=asked, agent_name=name,
             snapshot=snapshot, parent_run=row.source if following else None,
             fork_seq=row.fork_seq if following else None)
     except RunLimit as exc:

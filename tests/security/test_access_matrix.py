@@ -99,6 +99,9 @@ MATRIX: dict[str, Row] = {
     "step_payload": Row("/runs/{run}/steps/1/payload/input/"),
     "step_messages": Row("/runs/{run}/steps/1/messages/"),
     "run_export": Row("/runs/{run}/export/"),
+    # the run socket's controls over HTTP: the same rules (control frames:
+    # tests/security/test_gateway_hostile.py)
+    "run_control": Row("/runs/{run}/control"),
     "run_export_otlp": Row("/runs/{run}/export/otlp/"),
     "run_export_otlp_protobuf": Row("/runs/{run}/export/otlp.pb"),
     "otel_status": Row("/runs/otel/", owner="404"),  # staff only
@@ -150,6 +153,18 @@ MATRIX: dict[str, Row] = {
     # The OTLP receiver takes a token, never a session: a logged-in visitor is refused too.
     "receive_traces": Row("/v1/traces", "post", anonymous="401", other="401", staff="401",
                           owner="401"),
+    # The gateway takes a token of scope gateway, never a session (tokens, other accounts'
+    # sessions and runs: tests/security/test_gateway_hostile.py).
+    **{name: Row(path, method, anonymous="401", other="401", staff="401", owner="401")
+       for name, method, path in [
+           ("gateway_chat", "post", "/gateway/v1/chat/completions"),
+           ("gateway_models", "get", "/gateway/v1/models"),
+           ("gateway_embeddings", "post", "/gateway/v1/embeddings"),
+           ("gateway_responses", "post", "/gateway/v1/responses"),
+           ("gateway_open_session", "post", "/gateway/sessions"),
+           ("gateway_session", "get", "/gateway/sessions/some-key"),
+           ("gateway_end_session", "post", "/gateway/sessions/some-key/end"),
+           ("gateway_runner_next", "get", "/gateway/runner/next?wait=0")]},
     # feedback: given by whoever may see the run; a row changed only by its author (alice's)
     "feedback:strip": Row("/feedback/runs/{run}/1/"),
     "feedback:form": Row("/feedback/runs/{run}/1/give/", "post", {"note": "x"}),
