@@ -16,6 +16,10 @@ class Bar:
     width: float
     duration_ms: float
     lane: int = 0
+    # a bar of a long run's aggregate (traces.timeline_summary): its steps seq..upto
+    count: int = 1
+    total_ms: float = 0.0
+    upto: int = 0
 
 
 def timeline(rows: list[tuple[int, str, Any, float | None]], *, start: Any = None,
