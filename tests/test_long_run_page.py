@@ -35,19 +35,19 @@ def test_a_link_far_into_a_run_opens_a_page_around_the_step(client, user,
     # and whether steps come before it; none per step, none over the whole run
     with django_assert_max_num_queries(19):
         page = html(client.get(reverse("run", args=[run.pk]), {"step": 700}))
-    assert 'id="step-650"' in page and 'id="step-849"' in page and 'data-current="700"' in page
-    assert 'id="step-649"' not in page and 'id="step-2"' not in page
-    assert "Load earlier steps (before #650)" in page and "?after=849" in page
+    assert 'id="step-670"' in page and 'id="step-769"' in page and 'data-current="700"' in page
+    assert 'id="step-669"' not in page and 'id="step-2"' not in page
+    assert "Load earlier steps (before #670)" in page and "?after=769" in page
     assert 'data-seq="700" data-kind="thought" data-depth="1"' in page  # its parent is #1
-    earlier = html(client.get(reverse("run_steps", args=[run.pk]), {"before": 650}))
-    assert 'id="step-450"' in earlier and 'id="step-649"' in earlier
-    assert 'id="step-449"' not in earlier and "before #450" in earlier
-    assert "steps-more" not in earlier.split("before #450")[1]  # put before: no "load more"
+    earlier = html(client.get(reverse("run_steps", args=[run.pk]), {"before": 670}))
+    assert 'id="step-470"' in earlier and 'id="step-669"' in earlier
+    assert 'id="step-469"' not in earlier and "before #470" in earlier
+    assert "steps-more" not in earlier.split("before #470")[1]  # put before: no "load more"
     first = html(client.get(reverse("run_steps", args=[run.pk]), {"before": 150}))
     assert 'id="step-1"' in first and "Load earlier" not in first
     # the replay's far jump gets the same page as the link
     around = html(client.get(reverse("run_steps", args=[run.pk]), {"around": 700}))
-    assert 'id="step-650"' in around and "before #650" in around and "?after=849" in around
+    assert 'id="step-670"' in around and "before #670" in around and "?after=769" in around
 
 
 def test_a_link_into_the_first_page_still_shows_the_steps_up_to_it(client, user):

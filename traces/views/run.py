@@ -66,13 +66,15 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def window(run: Run, current: int | None) -> tuple[list[StepView], int | None]:
     """The steps the page opens with, and the seq before which earlier ones are left out (for
     "load earlier"; None: none are). A link to a step in the first page shows steps up to it;
-    further on, a page from a little before it: an index range, whatever the run's length.
+    further on, WINDOW_SIZE steps from a little before it: an index range, whatever the run's
+    length.
     A live run's page keeps the steps from its first (new ones are added at the end)."""
     if not current or current <= loader.PAGE_SIZE - 20 or run.is_active:
         limit = loader.PAGE_SIZE if not current else min(max(loader.PAGE_SIZE, current + 20),
                                                          loader.MAX_PAGE)
         return loader.step_views(run, limit=limit), None
-    views = loader.step_views(run, after=current - loader.WINDOW_BEFORE - 1)
+    views = loader.step_views(run, after=current - loader.WINDOW_BEFORE - 1,
+                              limit=loader.WINDOW_SIZE)
     earlier = views and loader.first_before(run, views[0].seq) is not None
     return views, views[0].seq if earlier else None
 
