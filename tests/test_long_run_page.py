@@ -31,13 +31,15 @@ def test_a_link_far_into_a_run_opens_a_page_around_the_step(client, user,
     run = big_run(user, 900)
     client.force_login(user)
     client.get(reverse("run", args=[run.pk]))  # the process's first request: startup checks
-    # the first page's budget (test_trace_views) and two: the parent (#1) outside the page,
-    # and whether steps come before it; none per step, none over the whole run
-    with django_assert_max_num_queries(19):
+    # the first page's budget (test_trace_views) and four: the parent (#1) outside the page,
+    # whether steps come before it, and the steps it is inside (two); none per step, none
+    # over the whole run
+    with django_assert_max_num_queries(21):
         page = html(client.get(reverse("run", args=[run.pk]), {"step": 700}))
     assert 'id="step-670"' in page and 'id="step-769"' in page and 'data-current="700"' in page
     assert 'id="step-669"' not in page and 'id="step-2"' not in page
     assert "Load earlier steps (before #670)" in page and "?after=769" in page
+    assert 'Inside <a href="?step=1" data-go="1">#1 thought</a>' in page
     assert 'data-seq="700" data-kind="thought" data-depth="1"' in page  # its parent is #1
     earlier = html(client.get(reverse("run_steps", args=[run.pk]), {"before": 670}))
     assert 'id="step-470"' in earlier and 'id="step-669"' in earlier

@@ -63,20 +63,25 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "traces/run_detail.html", context)
 
 
-def window(run: Run, current: int | None) -> tuple[list[StepView], int | None]:
-    """The steps the page opens with, and the seq before which earlier ones are left out (for
-    "load earlier"; None: none are). A link to a step in the first page shows steps up to it;
-    further on, WINDOW_SIZE steps from a little before it: an index range, whatever the run's
-    length.
-    A live run's page keeps the steps from its first (new ones are added at the end)."""
+def window(run: Run, current: int | None) -> tuple[list[StepView], dict[str, Any] | None]:
+    """The steps the page opens with, and the "load earlier" sentinel's facts when earlier
+    steps are left out (None: none are): the seq they come before and the enclosing steps.
+    A link to a step in the first page shows steps up to it; further on, WINDOW_SIZE steps from
+    a little before it: an index range, whatever the run's length. A live run's page keeps the
+    steps from its first (new ones are added at the end)."""
     if not current or current <= loader.PAGE_SIZE - 20 or run.is_active:
         limit = loader.PAGE_SIZE if not current else min(max(loader.PAGE_SIZE, current + 20),
                                                          loader.MAX_PAGE)
         return loader.step_views(run, limit=limit), None
     views = loader.step_views(run, after=current - loader.WINDOW_BEFORE - 1,
                               limit=loader.WINDOW_SIZE)
-    earlier = views and loader.first_before(run, views[0].seq) is not None
-    return views, views[0].seq if earlier else None
+    return views, earlier(run, views)
+
+
+def earlier(run: Run, views: list[StepView]) -> dict[str, Any] | None:
+    if not views or loader.first_before(run, views[0].seq) is None:
+        return None
+    return {"seq": views[0].seq, "inside": loader.enclosing(run, views[0].parent)}
 
 
 def _received(run: Run) -> dict[str, Any] | None:
@@ -181,8 +186,7 @@ def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
         views, prev_before = window(run, min(max(around, 1), max(last, 1)))
     elif before is not None:
         views = loader.step_views(run, before=before)
-        earlier = views and loader.first_before(run, views[0].seq) is not None
-        prev_before = views[0].seq if earlier else None
+        prev_before = earlier(run, views)
     else:
         views = loader.step_views(run, after=after, limit=limit)
     with_feedback(request, run, views)

@@ -113,6 +113,23 @@ def last_seq(run: Run) -> int:
     return run.steps.aggregate(m=Max("seq"))["m"] or 0
 
 
+PATH_MAX = 20  # the enclosing steps named above a page that starts inside them
+
+
+def enclosing(run: Run, parent: int | None) -> list[dict[str, Any]]:
+    """Step `parent` and the steps around it, outermost first (seq, kind, name): where a page
+    that starts past the run's first step sits in the tree. Two queries, whatever the run."""
+    if parent is None:
+        return []
+    up = _ancestors(run, {parent})
+    chain, seq = [], parent
+    while seq is not None and seq in up and seq not in chain and len(chain) < PATH_MAX:
+        chain.append(seq)
+        seq = up[seq]
+    rows = {r["seq"]: r for r in run.steps.filter(seq__in=chain).values("seq", "kind", "name")}
+    return [rows[s] for s in reversed(chain) if s in rows]
+
+
 def first_before(run: Run, seq: int) -> int | None:
     """The seq of the last step before `seq` (None: it is the first), for "load earlier"."""
     return run.steps.filter(seq__lt=seq).order_by("-seq").values_list("seq", flat=True).first()
