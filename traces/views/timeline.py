@@ -35,7 +35,8 @@ def timeline_context(run: Run, last: int, *, deferrable: bool = True) -> dict[st
 
 
 def _context(bars: list[waterfall.Bar], labels: list[str], **more: Any) -> dict[str, Any]:
-    return {"bars": bars, "lane_labels": labels,
+    bars_html = waterfall.bars_html(bars, bucketed="bucket_width" in more)
+    return {"bars": bars, "bars_html": bars_html, "lane_labels": labels,
             "lanes_height": max(len(labels), 1) * 14 + 4,
             "legend": sorted({bar.kind for bar in bars}), **more}
 
