@@ -89,6 +89,7 @@ def test_search_finds_steps_by_text_kind_tool_and_status(client, user, other_use
 
 def test_search_reads_a_bounded_range_and_says_where_to_go_on(client, user, monkeypatch):
     monkeypatch.setattr(find, "SCAN_STEPS", 100)
+    monkeypatch.setattr(find, "CHUNK", 30)
     run = make_run(user, _mixed(300))
     client.force_login(user)
     url = reverse("run_find", args=[run.pk])
@@ -152,3 +153,15 @@ def test_a_timeline_never_summed_is_loaded_after_the_page(client, user, summed, 
     assert "300 steps, a bar per 2 steps of a kind" in part and 'class="bar k-tool"' in part
     again = html(client.get(reverse("run", args=[run.pk])))
     assert 'class="bar k-tool"' in again and f'hx-get="{url}"' not in again
+
+
+def test_a_slow_search_stops_after_its_time_and_goes_on_from_there(client, user, monkeypatch):
+    monkeypatch.setattr(find, "CHUNK", 40)
+    monkeypatch.setattr(find, "BUDGET_S", 0.0)  # a chunk, then out of time
+    run = make_run(user, _mixed(300))
+    client.force_login(user)
+    url = reverse("run_find", args=[run.pk])
+    first = html(client.get(url, {"q": "no such words"}))
+    assert "No match in steps 1–40 of 300" in first and "Search on from #41" in first
+    last = html(client.get(url, {"q": "paris 297", "after": 280}))
+    assert "1 match in steps 281–300 of 300" in last and "Search on" not in last

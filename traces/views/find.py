@@ -1,12 +1,14 @@
 """Search within one run: steps by text, kind, tool name or status, from a step onwards.
 
-Each request reads at most SCAN_STEPS consecutive steps (an index range on (run, seq)) and
-answers up to MATCHES of them, so its cost does not grow with the run: a search through a
+A request reads consecutive steps a CHUNK at a time (an index range on (run, seq), with the
+other conditions on indexes (run, kind|name|status, seq)) until it has MATCHES of them, has spent
+BUDGET_S or has read SCAN_STEPS, so its cost does not grow with the run: a search through a
 million steps that finds nothing early says how far it looked and goes on from there.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django import forms
@@ -20,7 +22,9 @@ from traces.models import Run
 from traces.views import steps as loader
 
 MATCHES = 20
-SCAN_STEPS = 250_000
+CHUNK = 25_000
+SCAN_STEPS = 500_000
+BUDGET_S = 0.25
 SNIPPET = 120  # characters of text around the match
 KINDS = ("llm", "tool", "thought", "plan", "reflection", "evaluation", "node", "message",
          "final", "error", "user", "approval", "guardrail")
@@ -52,7 +56,7 @@ def find(run: Any, *, q: str = "", kind: str = "", name: str = "", status: str =
          after: int | None = None) -> tuple[list[dict[str, Any]], int, int]:
     """(matches after `after`, the seq searched up to, the run's last seq)."""
     after, last = after or 0, loader.last_seq(run)
-    steps = run.steps.filter(seq__gt=after, seq__lte=after + SCAN_STEPS)
+    steps = run.steps.all()
     if kind:
         steps = steps.filter(kind=kind)
     if name:
@@ -61,9 +65,16 @@ def find(run: Any, *, q: str = "", kind: str = "", name: str = "", status: str =
         steps = steps.filter(status=status)
     if q:
         steps = steps.filter(Q(text__icontains=q) | Q(name__icontains=q))
-    rows = list(steps.order_by("seq").annotate(head=Substr("text", 1, 4000))
-                .values("seq", "kind", "name", "status", "head")[:MATCHES])
-    searched_to = rows[-1]["seq"] if len(rows) == MATCHES else min(after + SCAN_STEPS, last)
+    rows: list[dict[str, Any]] = []
+    started, searched_to, end = time.monotonic(), after, min(last, after + SCAN_STEPS)
+    while len(rows) < MATCHES and searched_to < end:  # a chunk at least, whatever the time
+        upto = min(searched_to + CHUNK, end)
+        rows += (steps.filter(seq__gt=searched_to, seq__lte=upto).order_by("seq")
+                 .annotate(head=Substr("text", 1, 4000))
+                 .values("seq", "kind", "name", "status", "head")[:MATCHES - len(rows)])
+        searched_to = rows[-1]["seq"] if len(rows) == MATCHES else upto
+        if time.monotonic() - started > BUDGET_S:
+            break
     return [{**r, "snippet": _snippet(r.pop("head") or "", q)} for r in rows], searched_to, last
 
 
