@@ -126,6 +126,9 @@ class Command(BaseCommand):
         parser.add_argument("--keep", action="store_true", help="Keep the generated runs")
         parser.add_argument("--no-browser", action="store_true",
                             help="Leave out the web process's memory and Chromium's timings")
+        parser.add_argument("--reuse", action="store_true",
+                            help="Measure runs of these sizes kept by an earlier --keep instead "
+                                 "of generating them (a million steps take minutes to make)")
         parser.add_argument("--shots", metavar="DIR",
                             help="Save screenshots of the longest run's page there")
         parser.add_argument("--only", choices=PARTS, action="append",
@@ -134,7 +137,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, sizes: str, runs: int, diff_sizes: str, quick: bool,
                keep: bool, only: list[str] | None = None, no_browser: bool = False,
-               shots: str | None = None, **options: Any) -> None:
+               shots: str | None = None, reuse: bool = False, **options: Any) -> None:
         if quick:
             sizes, runs, diff_sizes = "1000", 1000, "1000"
         if only:
@@ -150,8 +153,10 @@ class Command(BaseCommand):
         user, created_user = users.get_or_create(username="bench", defaults={"is_active": True})
         made: list[int] = []
         try:
-            pages = [self._page(user, n, made) for n in page_sizes]
-            long = self._long(user, made[len(pages) - 1], max(page_sizes), not no_browser,
+            ids = {n: (reuse and self._kept(user, n)) or self._generate(user, n, made)
+                   for n in page_sizes}
+            pages = [self._page(user, n, ids[n]) for n in page_sizes]
+            long = self._long(user, ids[max(ids)], max(ids), not no_browser,
                               shots) if pages else None
             listing = self._listing(user, runs, made) if runs else None
             diff_ms = [(n, *self._diff(n)) for n in diffs]
@@ -168,7 +173,14 @@ class Command(BaseCommand):
 
     # ------------------------------------------------------------------ measures
 
-    def _page(self, user: Any, n: int, made: list[int]) -> tuple[int, float, float, int]:
+    def _kept(self, user: Any, n: int) -> int | None:
+        found = Run.objects.filter(user=user, input=f"bench question ({n} steps)",
+                                   step_count=n).values_list("pk", flat=True).last()
+        if found:
+            self.stdout.write(f"measuring the kept run {found} of {n:,} steps")
+        return found
+
+    def _generate(self, user: Any, n: int, made: list[int]) -> int:
         self.stdout.write(f"generating a run of {n:,} steps…")
         run = Run.objects.create(user=user, agent_name="bench", paradigm="react",
                                  input=f"bench question ({n} steps)", status="succeeded",
@@ -189,10 +201,14 @@ class Command(BaseCommand):
             started = time.perf_counter()
             timeline_summary.update(run, n)
             self.stdout.write(f"  timeline summed in {time.perf_counter() - started:.1f} s")
-        self._get(user, reverse("run", args=[run.pk]))  # warm-up: templates, caches
-        first, full, size = min(self._get(user, reverse("run", args=[run.pk]))
+        return run.pk
+
+    def _page(self, user: Any, n: int, run_id: int) -> tuple[int, float, float, int]:
+        self._get(user, reverse("run", args=[run_id]))  # warm-up: templates, caches
+        first, full, size = min(self._get(user, reverse("run", args=[run_id]))
                                 for _ in range(3))
-        self.stdout.write(f"  run page: first byte {first * 1000:.0f} ms, {size:,} bytes")
+        self.stdout.write(f"run page of {n:,} steps: first byte {first * 1000:.0f} ms, "
+                          f"{size:,} bytes")
         return n, first, full, size
 
     def _long(self, user: Any, run_id: int, n: int, web: bool,
