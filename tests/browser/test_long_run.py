@@ -39,3 +39,4 @@ def test_jump_far_and_back_and_find_a_step(page, live_url, user):
     page.wait_for_url(re.compile(r"\?step=1234$"))
     assert page.locator("#step-1234").is_visible()
     assert page.js_errors == []
+

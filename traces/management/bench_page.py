@@ -95,7 +95,6 @@ def _browser(base: str, session: str, run_id: int, last: int,
     the slider on it), then a far jump (End) and a search, in Chromium."""
     from playwright.sync_api import sync_playwright
 
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop, this thread
     figures = {}
     step = max(1, last * 3 // 4)
     with sync_playwright() as pw:
