@@ -212,8 +212,14 @@
         s.classList.toggle("current", s === el);
         s.classList.toggle("future", seq > n);
       });
+      // a long run's bar is a bucket of one kind's steps (data-go..data-upto): the one that
+      // holds step n is marked
+      var kind = el ? el.dataset.kind : null;
       document.querySelectorAll(".waterfall .bar").forEach(function (b) {
-        b.classList.toggle("current", parseInt(b.dataset.go, 10) === n);
+        var from = parseInt(b.dataset.go, 10);
+        var inBucket = b.dataset.upto && from <= n && n <= parseInt(b.dataset.upto, 10) &&
+          b.classList.contains("k-" + kind);
+        b.classList.toggle("current", from === n || !!inBucket);
       });
       slider.value = String(n);
       label.textContent = "step " + n + " / " + last;
