@@ -165,3 +165,21 @@ def test_a_slow_search_stops_after_its_time_and_goes_on_from_there(client, user,
     assert "No match in steps 1–40 of 300" in first and "Search on from #41" in first
     last = html(client.get(url, {"q": "paris 297", "after": 280}))
     assert "1 match in steps 281–300 of 300" in last and "Search on" not in last
+
+
+def test_a_live_runs_last_steps_are_not_stored_and_its_end_sums_it_again(user, summed,
+                                                                        monkeypatch):
+    monkeypatch.setattr(timeline_summary, "LIVE_MARGIN", 100)
+    run = make_run(user, _mixed(600), status="running")
+    shown = timeline_summary.update(run, 600, final=False)
+    stored = RunTimeline.objects.get(run=run)
+    assert (stored.upto, stored.final) == (500, False) and shown.upto == 600
+    assert sum(e[2] for e in shown.buckets) == 600 and sum(e[2] for e in stored.buckets) == 500
+    # an early step written again when it ends (a parent's time), then the run ends
+    Step.objects.filter(run=run, seq=3).update(duration_ms=90_000.0)
+    run.status = "succeeded"
+    assert timeline_summary.stale(run, 600, final=True) == 600  # read again, once
+    summed_again = timeline_summary.update(run, 600, final=True)
+    assert (summed_again.upto, summed_again.final) == (600, True)
+    assert max(e[4] for e in summed_again.buckets) == 90_000.0
+    assert timeline_summary.stale(run, 600, final=True) == 0

@@ -155,6 +155,7 @@ class RunTimeline(models.Model):
     upto = models.PositiveIntegerField(default=0)
     width = models.PositiveIntegerField(default=1)
     buckets = models.JSONField(default=list)
+    final = models.BooleanField(default=False)  # summed after the run ended (else while live)
 
     def __str__(self) -> str:
         return f"timeline of run {self.run_id} (steps 1–{self.upto}, {self.width} a bucket)"

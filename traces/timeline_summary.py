@@ -23,37 +23,50 @@ from traces.models import Run, RunTimeline
 BUCKETS = 200
 SUMMED_FROM = 10_000  # runs longer than this have their timeline summed (shorter: steps)
 INLINE_MAX = 20_000  # steps not yet summed that the run page itself may add (else deferred)
+LIVE_MARGIN = 1_000  # a live run's last steps, read each time rather than stored
 KIND_ORDER = {kind: i for i, kind in enumerate(TEXT_LABELS)}
 
 # A bucket entry: [bucket, kind, count, total_ms, slowest_ms, first_seq, t0, t1] (t: epoch s)
 Entry = list[Any]
 
 
-def stale(run: Run, last: int) -> int:
-    """How many steps the stored summary lacks (all of them when there is none)."""
-    found = RunTimeline.objects.filter(run=run).values_list("upto", flat=True).first()
-    return last - (found or 0)
+def stale(run: Run, last: int, *, final: bool = True) -> int:
+    """How many steps bringing the stored summary to `last` reads (all of them when there is
+    none, or when it was summed while the run was live and the run has ended)."""
+    found = RunTimeline.objects.filter(run=run).values_list("upto", "final").first()
+    if found is None or (final and not found[1]):
+        return last
+    return last - found[0]
 
 
-def update(run: Run, last: int) -> RunTimeline:
-    """The run's summary, brought up to step `last` (reads only the steps it lacks)."""
+def update(run: Run, last: int, *, final: bool = True) -> RunTimeline:
+    """The run's summary, brought up to step `last` (reads only the steps it lacks).
+
+    A live run (`final` False) may still change its last steps (a step is written again when
+    it ends), so only the steps up to LIVE_MARGIN before the last are stored; the others are
+    read each time. When it has ended, a summary stored while it was live is summed again once
+    (a parent step's time, say, is written when it ends)."""
     summary = RunTimeline.objects.filter(run=run).first() or RunTimeline(run=run)
-    if summary.upto > last:  # steps were removed (a run written again): start over
+    if summary.upto > last or (final and not summary.final):  # start over
         summary.upto, summary.width, summary.buckets = 0, 1, []
-    if summary.upto == last and not summary._state.adding:
+    settled = last if final else max(summary.upto, last - LIVE_MARGIN)
+    if summary.upto == last and summary.final == final and not summary._state.adding:
         return summary
     width = summary.width or 1
     while last > width * BUCKETS:
         width *= 2
     entries = _rebucket(summary.buckets, summary.width or 1, width)
-    entries = _merge(entries + _read(run, summary.upto, width))
-    summary.upto, summary.width, summary.buckets = last, width, entries
+    entries = _merge(entries + _read(run, summary.upto, settled, width))
+    summary.upto, summary.width, summary.buckets, summary.final = settled, width, entries, final
     summary.save()
+    if settled < last:  # a live run's last steps: read now, not stored
+        tail = _merge(entries + _read(run, settled, last, width))
+        return RunTimeline(run=run, upto=last, width=width, buckets=tail)
     return summary
 
 
-def _read(run: Run, after: int, width: int) -> list[Entry]:
-    rows = (run.steps.filter(seq__gt=after).annotate(b=(F("seq") - 1) / width)
+def _read(run: Run, after: int, upto: int, width: int) -> list[Entry]:
+    rows = (run.steps.filter(seq__gt=after, seq__lte=upto).annotate(b=(F("seq") - 1) / width)
             .values("b", "kind").annotate(n=Count("id"), total=Sum("duration_ms"),
                                           slow=Max("duration_ms"), first=Min("seq"),
                                           t0=Min("started_at"), t1=Max("started_at"))

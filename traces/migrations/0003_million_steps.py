@@ -18,6 +18,7 @@ class Migration(migrations.Migration):
                 ('upto', models.PositiveIntegerField(default=0)),
                 ('width', models.PositiveIntegerField(default=1)),
                 ('buckets', models.JSONField(default=list)),
+                ('final', models.BooleanField(default=False)),
             ],
         ),
         migrations.RemoveIndex(

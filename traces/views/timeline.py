@@ -26,9 +26,10 @@ def timeline_context(run: Run, last: int, *, deferrable: bool = True) -> dict[st
         labels = waterfall.lanes(bars)
         return _context(bars, labels, bars_shown=shown,
                         by_kind=len(bars) > 0 and not labels[0].startswith("#"))
-    if deferrable and timeline_summary.stale(run, last) > timeline_summary.INLINE_MAX:
+    final = not run.is_active
+    if deferrable and timeline_summary.stale(run, last, final=final) > timeline_summary.INLINE_MAX:
         return {"timeline_deferred": True, "bars": []}
-    summary = timeline_summary.update(run, last)
+    summary = timeline_summary.update(run, last, final=final)
     bars, labels = timeline_summary.bars(summary)
     return _context(bars, labels, bars_shown=last, by_kind=True,
                     bucket_width=summary.width)
