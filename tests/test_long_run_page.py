@@ -36,9 +36,9 @@ def test_a_link_far_into_a_run_opens_a_page_around_the_step(client, user,
     # over the whole run
     with django_assert_max_num_queries(21):
         page = html(client.get(reverse("run", args=[run.pk]), {"step": 700}))
-    assert 'id="step-670"' in page and 'id="step-769"' in page and 'data-current="700"' in page
+    assert 'id="step-670"' in page and 'id="step-729"' in page and 'data-current="700"' in page
     assert 'id="step-669"' not in page and 'id="step-2"' not in page
-    assert "Load earlier steps (before #670)" in page and "?after=769" in page
+    assert "Load earlier steps (before #670)" in page and "?after=729" in page
     assert 'Inside <a href="?step=1" data-go="1">#1 thought</a>' in page
     assert 'data-seq="700" data-kind="thought" data-depth="1"' in page  # its parent is #1
     earlier = html(client.get(reverse("run_steps", args=[run.pk]), {"before": 670}))
@@ -49,7 +49,7 @@ def test_a_link_far_into_a_run_opens_a_page_around_the_step(client, user,
     assert 'id="step-1"' in first and "Load earlier" not in first
     # the replay's far jump gets the same page as the link
     around = html(client.get(reverse("run_steps", args=[run.pk]), {"around": 700}))
-    assert 'id="step-670"' in around and "before #670" in around and "?after=769" in around
+    assert 'id="step-670"' in around and "before #670" in around and "?after=729" in around
 
 
 def test_a_link_into_the_first_page_still_shows_the_steps_up_to_it(client, user):

@@ -23,9 +23,9 @@ PAGE_SIZE = 200
 MAX_PAGE = 2000  # "load up to step N" never asks for more than this at once
 TIMELINE_ALL = 400  # runs with more steps show their slowest TIMELINE_CAP steps only
 TIMELINE_CAP = 300
-# A link to step N far in the run shows N-30..N+69, not 1..N: what a screen shows around it,
-# light enough for a browser to lay out at once; scrolling loads more either way.
-WINDOW_BEFORE, WINDOW_SIZE = 30, 100
+# A link to step N far in the run shows N-30..N+29, not 1..N: a few screens around it, light
+# enough for a browser to lay out at once; scrolling loads more either way.
+WINDOW_BEFORE, WINDOW_SIZE = 30, 60
 SMALL_FIELDS = ("seq", "parent", "kind", "role", "name", "status", "started_at", "duration_ms",
                 "tokens_in", "tokens_out", "cost_usd", "meta")
 PAYLOADS = ("input", "output", "text")
