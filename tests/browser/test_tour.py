@@ -258,6 +258,26 @@ def test_long_diff_page(tour, browser_page, staff):
     assert browser_page.js_errors == []
 
 
+def test_long_run_page(tour, browser_page, staff):
+    """A run of 12,000 steps opened at step 9,000: the steps around it, inside its plan, the
+    timeline from the stored aggregate with the step's bucket marked, the search form."""
+    from tests.factories import make_run
+    from traces import timeline_summary
+
+    steps = [{"kind": "plan", "text": f"plan {i}"} if i % 500 == 1 else
+             {"kind": "tool" if i % 3 else "thought", "name": "calculator" if i % 3 else "",
+              "text": f"step {i}", "duration_ms": float(i % 700), "parent": i - (i - 1) % 500}
+             for i in range(1, 12_001)]
+    run = make_run(staff, steps, agent_name="Long")
+    timeline_summary.update(run, 12_000)  # as an import does
+    browser_page.goto(f"{tour.base}/runs/{run.pk}/?step=9000")
+    browser_page.locator("#step-9000.current").wait_for()
+    browser_page.locator(".waterfall .bar.current").wait_for()
+    tour.shoot("long-run")
+    assert tour.problems == [], "\n".join(tour.problems)
+    assert browser_page.js_errors == []
+
+
 def test_review_queue_pages(tour, browser_page, staff, django_user_model):
     """Review queues (agentlab/review/): the queues, a queue with who said what, agreement
     and rules, an item with the trace beside the rubric and the keys shown, a pairwise item,

@@ -93,6 +93,8 @@ MATRIX: dict[str, Row] = {
     "run_diff": Row("/runs/diff/?a={run}&b={second}"),
     "run": Row("/runs/{run}/"),
     "run_steps": Row("/runs/{run}/steps/?after=0"),
+    "run_find": Row("/runs/{run}/find/?q=Paris"),
+    "run_timeline": Row("/runs/{run}/timeline/"),
     "run_graph": Row("/runs/{run}/graph/?step=1&node=agent:agent"),
     "run_graph_step": Row("/runs/{run}/graph/step/1/"),
     "run_graphs": Row("/runs/graphs/?a={run}&b={second}"),
