@@ -340,3 +340,16 @@ async def test_embeddings_pass_through_to_the_profile_and_are_not_recorded(user,
     assert [v.embedding[0] for v in vectors.data] == [2.0, 4.0]
     assert fake_llm.requests[-1]["model"] == "scripted-model"  # the profile's own name
     assert not await Run.objects.filter(user=user).aexists()
+
+
+async def test_a_sessions_run_keeps_the_trace_id_its_agent_propagates(user, token, profile,
+                                                                      fake_llm, ended):
+    fake_llm.script(answer("sunny"))
+    session = await open_session(token, name="traced.py")
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    await in_process(token, f"/gateway/s/{session['session']}/v1").chat.completions.create(
+        model="scripted", messages=[{"role": "user", "content": "hi"}],
+        extra_headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01"})
+    run = await Run.objects.aget(user=user)
+    assert run.agent_snapshot["gateway"]["trace_id"] == trace
+    assert run.agent_snapshot["gateway"]["grouped_by"] == "session"
