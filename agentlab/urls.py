@@ -7,6 +7,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from agentlab import views
+from agentlab.controls.views import run_control
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -16,6 +17,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("runs/", include("traces.urls")),
     path("runs/", include("agentlab.forks.urls")),
+    path("runs/<int:pk>/control", run_control, name="run_control"),
     path("chat/", include("agentlab.chat.urls")),
     path("compare/", include("agentlab.compare.urls")),
     path("dashboard/", include("agentlab.dashboard.urls")),

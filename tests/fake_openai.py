@@ -288,6 +288,16 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
             server.peers.append(self.client_address[1])
+            if self.path.rstrip("/").endswith("/embeddings"):  # not scripted: one vector each
+                server.requests.append(body)
+                inputs = body.get("input")
+                texts = inputs if isinstance(inputs, list) else [inputs]
+                self._json(200, {"object": "list", "model": body.get("model"), "data": [
+                    {"object": "embedding", "index": i,
+                     "embedding": [float(len(str(t))), 0.5, -0.5]}
+                    for i, t in enumerate(texts)],
+                    "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}})
+                return
             item = server.next_reply(body, {k.lower(): v for k, v in self.headers.items()})
             if isinstance(item, Delay):
                 time.sleep(item.seconds)

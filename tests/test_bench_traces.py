@@ -15,7 +15,8 @@ pytestmark = pytest.mark.django_db
 
 
 def test_bench_prints_the_figures_and_the_goals_then_deletes_its_runs(capsys):
-    call_command("bench_traces", "--sizes", "50", "--runs", "20", "--diff-sizes", "50,100")
+    call_command("bench_traces", "--sizes", "50", "--runs", "20", "--diff-sizes", "50,100",
+                 "--no-browser")  # the web process could not see this test's rows
     out = capsys.readouterr().out
     assert "generating a run of 50 steps" in out and "generating 20 runs" in out
     assert re.search(r"^\s+50\s+\d+ ms\s+\d+ ms\s+[\d.]+ KB$", out, re.M), out
@@ -24,10 +25,24 @@ def test_bench_prints_the_figures_and_the_goals_then_deletes_its_runs(capsys):
     assert "25,000-step page first byte < 1 s: not measured" in out
     assert "diff 1,000 vs 1,000 < 200 ms: not measured" in out
     assert Run.objects.count() == 0 and Step.objects.count() == 0
+    # the long run's figures (issue 37), each with its goal
+    assert re.search(r"jump: \?step=\s+\d+ ms", out) and re.search(r"search: text\s+\d+ ms", out)
+    assert re.search(r"50-step page first byte < 300 ms: \d+ ms — (met|NOT met)", out)
+    assert re.search(r"search < 500 ms \(slowest kind\): \d+ ms — ", out)
+
+
+def test_reuse_measures_the_kept_runs_without_making_new_ones(capsys):
+    call_command("bench_traces", "--only", "page", "--sizes", "30", "--keep", "--no-browser")
+    kept = Run.objects.get()
+    call_command("bench_traces", "--only", "page", "--sizes", "30", "--keep", "--no-browser",
+                 "--reuse")
+    assert f"measuring the kept run {kept.pk} of 30 steps" in capsys.readouterr().out
+    assert Run.objects.get() == kept
 
 
 def test_keep_leaves_the_runs_in_the_database(capsys):
-    call_command("bench_traces", "--sizes", "30", "--runs", "5", "--diff-sizes", "", "--keep")
+    call_command("bench_traces", "--sizes", "30", "--runs", "5", "--diff-sizes", "", "--keep",
+                 "--no-browser")
     assert Run.objects.count() == 6 and Step.objects.count() == 30
 
 

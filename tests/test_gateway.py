@@ -12,10 +12,14 @@ from asgiref.sync import sync_to_async
 from agentlab.gateway.sessions import TABLE
 from agentlab.tokens.models import create_token
 from tests.gateway_clients import (
+    APP,
     CALL,
     QUESTION,
     answer,
+    control,
     in_process,
+    open_session,
+    paused_run,
     scripted_profile,
     weather_agent,
 )
@@ -73,9 +77,11 @@ async def test_a_streamed_loop_reads_the_same_and_is_recorded_the_same(user, tok
     fake_llm.script(CALL, answer("rain, 12 °C"))
     said, _ = await weather_agent(in_process(token), "rain, 12 °C", stream=True)
     assert said == "In Paris it is rain, 12 °C."
+    await TABLE.close_quiet(0)  # its end waits for every row
     run = await Run.objects.aget(user=user)
     assert [s[1:3] for s in await sync_to_async(steps_of)(run.pk)] == [
-        ("llm", "scripted-model"), ("tool", "get_weather"), ("llm", "scripted-model")]
+        ("llm", "scripted-model"), ("tool", "get_weather"), ("llm", "scripted-model"),
+        ("final", "")]
     assert all(r.get("stream") for r in fake_llm.requests)
 
 
@@ -87,10 +93,12 @@ async def test_two_agents_asking_the_same_question_at_once_stay_two_runs(user, t
     client = in_process(token)
     said = await asyncio.gather(weather_agent(client, "sunny"), weather_agent(client, "sunny"))
     assert [s for s, _ in said] == ["In Paris it is sunny."] * 2
+    await TABLE.close_quiet(0)
     runs = [r async for r in Run.objects.filter(user=user).order_by("pk")]
     assert len(runs) == 2
     for run in runs:
-        assert [s[1] for s in await sync_to_async(steps_of)(run.pk)] == ["llm", "tool", "llm"]
+        assert [s[1] for s in await sync_to_async(steps_of)(run.pk)] == ["llm", "tool", "llm",
+                                                                         "final"]
 
 
 async def test_a_traceparent_groups_calls_that_share_no_conversation(user, token, profile,
@@ -103,33 +111,19 @@ async def test_a_traceparent_groups_calls_that_share_no_conversation(user, token
                                              messages=[{"role": "user", "content": text}])
     await client.chat.completions.create(model="scripted",
                                          messages=[{"role": "user", "content": "alone"}])
+    await TABLE.close_quiet(0)
     counts = [await Run.objects.filter(pk=r.pk).values_list("pk", flat=True).acount()
               async for r in Run.objects.filter(user=user)]
     runs = [r async for r in Run.objects.filter(user=user).order_by("pk")]
     assert len(runs) == 2 and counts == [1, 1]
-    assert [s[1] for s in await sync_to_async(steps_of)(runs[0].pk)] == ["llm", "llm"]
+    assert [s[1] for s in await sync_to_async(steps_of)(runs[0].pk)] == ["llm", "llm", "final"]
     assert runs[0].agent_snapshot["gateway"]["trace_id"] == trace.split("-")[1]
-
-
-async def open_session(token: str, **fields) -> dict:
-    import httpx2 as httpx
-
-    from agentlab.asgi import application
-
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application),
-                                 base_url="http://testserver") as http:
-        response = await http.post("/gateway/sessions", json=fields,
-                                   headers={"Authorization": f"Bearer {token}"})
-    assert response.status_code == 201, response.text
-    return response.json()
 
 
 async def end_session(token: str, key: str, exit_code: int = 0) -> dict:
     import httpx2 as httpx
 
-    from agentlab.asgi import application
-
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application),
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=APP),
                                  base_url="http://testserver") as http:
         response = await http.post(f"/gateway/sessions/{key}/end", json={"exit_code": exit_code},
                                    headers={"Authorization": f"Bearer {token}"})
@@ -202,3 +196,160 @@ def first_difference(a: int, b: int) -> tuple[str, int, int]:
     diff = diff_steps(*steps)
     row = diff.rows[diff.first_divergence]
     return row.left.kind, row.left.seq, row.right.seq
+
+
+async def test_a_tool_breakpoint_holds_the_agent_until_the_person_edits_and_resumes(
+        user, token, profile, fake_llm, ended):
+    import asyncio
+
+    fake_llm.script(CALL, answer("hail"))
+    session = await open_session(token, debug={"break_tools": ["get_weather"]})
+    agent = asyncio.ensure_future(weather_agent(
+        in_process(token, f"/gateway/s/{session['session']}/v1"), "sunny"))
+    run = await paused_run(user)
+    state = (await control(user, run.pk, action="edit", seq=2,
+                           input={"observation": "hail"})).json()
+    assert state["status"] == "paused" and state["detail"]["pending"]["kind"] == "tool"
+    assert not agent.done()  # held: the agent's request waits in the gateway
+    refused = await control(user, run.pk, action="edit", seq=2, input={"city": "Rome"})
+    assert refused.status_code == 409 and "observation" in refused.json()["error"]
+    await control(user, run.pk, action="resume")
+    said, _ = await asyncio.wait_for(agent, 10)
+    assert said == "In Paris it is hail."
+    assert fake_llm.requests[-1]["messages"][-1]["content"] == "hail"
+    tool = await step_of(run.pk, "tool")
+    assert tool.text == "hail" and tool.meta["edited"] is True
+
+
+async def step_of(run_id: int, kind: str):
+    """The run's step of `kind` once its end is written (the gateway answers the agent
+    without waiting for the row)."""
+    from tests.waiting import await_until
+    from traces.models import Step
+
+    async def ended():
+        step = await Step.objects.filter(run_id=run_id, kind=kind).afirst()
+        return step if step is not None and step.status != "running" else None
+
+    return await await_until(ended, timeout=10)
+
+
+async def test_the_upstreams_errors_reach_the_agent_as_the_openai_errors_it_expects(
+        user, token, profile, fake_llm, ended):
+    import openai
+
+    from tests.fake_openai import Fail
+
+    fake_llm.script(Fail(429, "Slow down.", headers={"Retry-After": "1"}),
+                    Fail.context_too_long())
+    client = in_process(token)
+    with pytest.raises(openai.RateLimitError, match="Slow down"):
+        await client.chat.completions.create(model="scripted",
+                                             messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.BadRequestError, match="maximum context length"):
+        await client.chat.completions.create(model="scripted",
+                                             messages=[{"role": "user", "content": "hi again"}])
+    await TABLE.close_quiet(0)
+    failed = [s async for s in Run.objects.filter(user=user).order_by("pk")]
+    assert len(failed) == 2  # nothing continues a failed call: two one-call runs
+    step = await step_of(failed[0].pk, "llm")
+    assert step.status == "error" and "Slow down" in step.text
+
+
+async def test_what_the_gateway_cannot_do_is_said_by_name(user, token, profile, fake_llm):
+    import openai
+
+    client = in_process(token)
+    with pytest.raises(openai.BadRequestError, match="chat completions") as refused:
+        await client.responses.create(model="scripted", input="hi")
+    assert "set_default_openai_api" in str(refused.value)
+    with pytest.raises(openai.BadRequestError, match="Unknown parameter: wibble"):
+        await client.chat.completions.create(model="scripted", extra_body={"wibble": 1},
+                                             messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.BadRequestError, match="one choice"):
+        await client.chat.completions.create(model="scripted", n=2,
+                                             messages=[{"role": "user", "content": "hi"}])
+    assert fake_llm.requests == []
+    names = [m.id async for m in client.models.list()]
+    assert "scripted" in names
+
+
+async def test_a_person_can_answer_a_held_call_for_the_model(user, token, profile, fake_llm,
+                                                              ended):
+    import asyncio
+
+    session = await open_session(token, debug={"break_kinds": ["llm"]})
+    client = in_process(token, f"/gateway/s/{session['session']}/v1")
+    asked = asyncio.ensure_future(client.chat.completions.create(
+        model="scripted", messages=[{"role": "user", "content": "Who are you?"}]))
+    run = await paused_run(user)
+    state = (await control(user, run.pk, action="edit", seq=1,
+                           input={"response": {"text": "A person, this time."}})).json()
+    assert state["detail"]["edited"] is True and "expires_at" in state["detail"]
+    await control(user, run.pk, action="resume")
+    reply = await asyncio.wait_for(asked, 10)
+    assert reply.choices[0].message.content == "A person, this time."
+    assert fake_llm.requests == []  # the model was never asked
+    step = await step_of(run.pk, "llm")
+    assert step.meta["answered_by"] == "person" and step.text == "A person, this time."
+
+
+async def test_cancel_answers_the_held_agent_with_an_error_it_surfaces(user, token, profile,
+                                                                       fake_llm, ended):
+    import asyncio
+
+    import openai
+
+    session = await open_session(token, debug={"step_mode": True})
+    client = in_process(token, f"/gateway/s/{session['session']}/v1")
+    asked = asyncio.ensure_future(client.chat.completions.create(
+        model="scripted", messages=[{"role": "user", "content": "Anything?"}]))
+    run = await paused_run(user)
+    await control(user, run.pk, action="cancel")
+    with pytest.raises(openai.APIStatusError, match="cancelled in Agent Lab"):
+        await asyncio.wait_for(asked, 10)
+    from tests.waiting import await_until
+
+    async def cancelled():
+        return (await Run.objects.aget(pk=run.pk)).status == "cancelled"
+
+    await await_until(cancelled, timeout=10)
+
+
+async def test_a_call_held_past_the_clients_patience_is_answered_with_a_timeout(
+        user, token, profile, fake_llm, ended, settings):
+    import openai
+
+    settings.AGENTLAB_GATEWAY_HOLD_S = 1
+    session = await open_session(token, debug={"step_mode": True})
+    client = in_process(token, f"/gateway/s/{session['session']}/v1")
+    with pytest.raises(openai.APIStatusError, match="held at a breakpoint") as answered:
+        await client.chat.completions.create(
+            model="scripted", messages=[{"role": "user", "content": "Still there?"}])
+    assert answered.value.status_code == 504
+    assert answered.value.response.headers["x-should-retry"] == "false"
+    assert fake_llm.requests == []
+    run = await Run.objects.aget(user=user)
+    step = await step_of(run.pk, "llm")
+    assert step.status == "error" and "held at a breakpoint" in step.text
+
+
+async def test_embeddings_pass_through_to_the_profile_and_are_not_recorded(user, token, profile,
+                                                                           fake_llm):
+    vectors = await in_process(token).embeddings.create(model="scripted", input=["ab", "abcd"])
+    assert [v.embedding[0] for v in vectors.data] == [2.0, 4.0]
+    assert fake_llm.requests[-1]["model"] == "scripted-model"  # the profile's own name
+    assert not await Run.objects.filter(user=user).aexists()
+
+
+async def test_a_sessions_run_keeps_the_trace_id_its_agent_propagates(user, token, profile,
+                                                                      fake_llm, ended):
+    fake_llm.script(answer("sunny"))
+    session = await open_session(token, name="traced.py")
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    await in_process(token, f"/gateway/s/{session['session']}/v1").chat.completions.create(
+        model="scripted", messages=[{"role": "user", "content": "hi"}],
+        extra_headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01"})
+    run = await Run.objects.aget(user=user)
+    assert run.agent_snapshot["gateway"]["trace_id"] == trace
+    assert run.agent_snapshot["gateway"]["grouped_by"] == "session"

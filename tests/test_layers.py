@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("features", ("agentlab.chat", "agentlab.compare", "agentlab.evals", "agentlab.dashboard",
                   "agentlab.forks", "agentlab.live", "agentlab.bench", "agentlab.code_agents",
                   "agentlab.workers", "agentlab.tokens", "agentlab.receiver", "agentlab.gateway",
+                  "agentlab.controls",
                   "agentlab.feedback", "agentlab.review", "agentlab.monitors")),
     ("project", ("agentlab",)),
 )

@@ -23,6 +23,8 @@ The hooks (agentlab/hooks.py answers them; docs/ARCHITECTURE.md "Hooks"):
   user may see (the run page);
 - `case_form(user) -> dict`: the suites the user may add cases to, the scorers, the limits
   ("Add to suite" on the run page and the runs list).
+- `linked_runs(run) -> list[{"pk", "what"}]`: runs of the same agent run seen another way (a
+  gateway run and the received run of its trace id); the run page links those it may show.
 """
 
 from __future__ import annotations

@@ -104,7 +104,12 @@ class Step(models.Model):
     class Meta:
         ordering = ["run", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_step_seq")]
-        indexes = [models.Index(fields=["run", "kind"]), models.Index(fields=["kind", "name"])]
+        # (run, x, seq): a run's steps of one kind, name or status in order, read a page at a
+        # time (the run page's guardrail links and its search), never the whole run.
+        indexes = [models.Index(fields=["run", "kind", "seq"], name="step_run_kind_seq"),
+                   models.Index(fields=["run", "name", "seq"], name="step_run_name_seq"),
+                   models.Index(fields=["run", "status", "seq"], name="step_run_status_seq"),
+                   models.Index(fields=["kind", "name"])]
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.seq} {self.kind} {self.name}"
@@ -138,3 +143,19 @@ class Step(models.Model):
             cost_usd=self.cost_usd,
             meta=self.meta,
         )
+
+
+class RunTimeline(models.Model):
+    """A run's timeline as an aggregate: per bucket of `width` consecutive seqs and per kind,
+    how many steps, their time and the slowest (traces.timeline_summary). It covers the steps
+    up to `upto` and is brought up to date by reading only the steps after it."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True,
+                               related_name="timeline")
+    upto = models.PositiveIntegerField(default=0)
+    width = models.PositiveIntegerField(default=1)
+    buckets = models.JSONField(default=list)
+    final = models.BooleanField(default=False)  # summed after the run ended (else while live)
+
+    def __str__(self) -> str:
+        return f"timeline of run {self.run_id} (steps 1–{self.upto}, {self.width} a bucket)"

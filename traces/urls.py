@@ -12,6 +12,8 @@ urlpatterns = [
     path("graphs/", views.run_graphs, name="run_graphs"),
     path("<int:pk>/", views.run_detail, name="run"),
     path("<int:pk>/steps/", views.run_steps, name="run_steps"),
+    path("<int:pk>/find/", views.run_find, name="run_find"),
+    path("<int:pk>/timeline/", views.run_timeline, name="run_timeline"),
     path("<int:pk>/graph/", views.run_graph_page, name="run_graph"),
     path("<int:pk>/graph/step/<int:seq>/", views.run_graph_step, name="run_graph_step"),
     path("<int:pk>/steps/<int:seq>/payload/<str:field>/", views.step_payload,

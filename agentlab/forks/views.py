@@ -19,13 +19,14 @@ from django.views.decorators.http import require_POST
 
 from agentlab.forks import plans
 from agentlab.forks.playground import PARAM_KEYS, reply_text, send
+from agentlab.gateway import runner_pages
 from agentlab.models import Agent, ModelProfile
-from traces.access import visible_run
+from traces.access import Action, run_for
 from traces.models import Run, Step
 
 
-def _get_run(user: Any, pk: int) -> Run:
-    return visible_run(user, pk, Run.objects.select_related("agent"))
+def _get_run(user: Any, pk: int, action: Action = "watch") -> Run:
+    return run_for(user, action, pk, Run.objects.select_related("agent"))
 
 
 def _get_step(run: Run, seq: int) -> Step:
@@ -95,7 +96,9 @@ async def _go_live(request: HttpRequest, source: Run, action: str, **options: An
 
 @require_POST
 async def replay(request: HttpRequest, pk: int) -> HttpResponse:
-    source = await sync_to_async(_get_run)(await request.auser(), pk)
+    source = await sync_to_async(_get_run)(await request.auser(), pk, "fork")
+    if runner_pages.is_gateway(source):  # the person's own program: their runner replays it
+        return await sync_to_async(runner_pages.replay)(request, source)
     return await _go_live(request, source, "replay", tools=request.POST.get("tools", "recorded"),
                           agent=request.POST.get("agent", "current"))
 
@@ -154,8 +157,10 @@ def _fork_edits(step: Step, data: Any) -> tuple[dict[str, Any], list[str]]:
 
 async def fork(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
     user = await request.auser()
-    source = await sync_to_async(_get_run)(user, pk)
+    source = await sync_to_async(_get_run)(user, pk, "fork")
     step = await sync_to_async(_get_step)(source, seq)
+    if runner_pages.is_gateway(source):  # the person's own program: their runner forks it
+        return await sync_to_async(runner_pages.fork)(request, source, step)
     values, errors = _fork_form(step), []
     if request.method == "POST":
         edits, errors = _fork_edits(step, request.POST)

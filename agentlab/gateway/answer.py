@@ -31,7 +31,7 @@ from agentlab.gateway.protocol import (
 from agentlab.gateway.routes import Route
 from agentlab.gateway.session import Session
 from agentlab.gateway.sessions import TABLE
-from agentlab.guardrails.checks import Budget, scan_text
+from agentlab.guardrails.checks import Budget, Check, scan_text
 from agentlab.guardrails.decisions import decide
 from agentlab.llm.errors import LLMError
 from agentlab.llm.types import ChatResult
@@ -172,12 +172,32 @@ def guard_input(request: ChatRequest, route: Route) -> ChatRequest:
         if message.get("role") != "user" or not isinstance(content, str):
             messages.append(message)
             continue
-        text, hits = scan_text(content, checks, subject=True, path=f"question.{i}",
-                               budget=budget)
-        for decision in decide(hits, may_block=True):
-            if decision["action"] == "block":
-                raise GatewayError(400, f"Blocked by the guardrail {decision['guardrail']}: "
-                                        f"{decision['message']}", code="guardrail_blocked",
-                                   retry=False)
+        text = _guarded(content, checks, budget, f"question.{i}")
         messages.append({**message, "content": text} if text != content else message)
     return dataclasses.replace(request, messages=messages)
+
+
+def guard_embedding(body: dict[str, Any], route: Route) -> dict[str, Any]:
+    """The route's input guardrails on the texts of an embeddings request: what they redact
+    or block does not reach the model there either."""
+    checks, value = route.input_checks, body.get("input")
+    if not checks:
+        return body
+    budget = Budget()
+    if isinstance(value, str):
+        return {**body, "input": _guarded(value, checks, budget, "question.input")}
+    if isinstance(value, list):
+        return {**body, "input": [_guarded(v, checks, budget, f"question.input.{i}")
+                                  if isinstance(v, str) else v for i, v in enumerate(value)]}
+    return body
+
+
+def _guarded(text: str, checks: tuple[Check, ...], budget: Budget, path: str) -> str:
+    """`text` as the checks leave it; a block refuses the request."""
+    out, hits = scan_text(text, checks, subject=True, path=path, budget=budget)
+    for decision in decide(hits, may_block=True):
+        if decision["action"] == "block":
+            raise GatewayError(400, f"Blocked by the guardrail {decision['guardrail']}: "
+                                    f"{decision['message']}", code="guardrail_blocked",
+                               retry=False)
+    return out

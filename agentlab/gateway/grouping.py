@@ -83,22 +83,33 @@ def _canonical(value: Any) -> str:
                       default=str)
 
 
+def _chained(key: str, message: dict[str, Any]) -> str:
+    return hashlib.sha256((key + _canonical(message)).encode()).hexdigest()[:32]
+
+
 def key_of(messages: Sequence[dict[str, Any]]) -> str:
-    """The turn key of a normalised conversation."""
-    return hashlib.sha256(_canonical(list(messages)).encode()).hexdigest()[:32]
+    """The turn key of a normalised conversation: a hash chained message by message, so the
+    keys of all its prefixes cost one pass (an agent's conversation grows every call)."""
+    key = ""
+    for message in messages:
+        key = _chained(key, message)
+    return key
 
 
 def turn_key(messages: Sequence[dict[str, Any]], reply: dict[str, Any]) -> str:
     """The key a reply leaves: the request's conversation plus the reply."""
-    return key_of([*normal_messages(messages), normal(reply)])
+    return _chained(key_of(normal_messages(messages)), normal(reply))
 
 
 def prefix_keys(messages: Sequence[dict[str, Any]]) -> list[tuple[int, str]]:
     """(end, key) of each prefix that ends with an assistant message, the longest first: the
     keys a request may continue."""
-    normalised = normal_messages(messages)
-    return [(i + 1, key_of(normalised[:i + 1])) for i in range(len(normalised) - 1, -1, -1)
-            if normalised[i]["role"] == "assistant"]
+    found, key = [], ""
+    for i, message in enumerate(normal_messages(messages)):
+        key = _chained(key, message)
+        if message["role"] == "assistant":
+            found.append((i + 1, key))
+    return found[::-1]
 
 
 def tool_results(messages: Sequence[dict[str, Any]], start: int) -> list[tuple[str, str]]:

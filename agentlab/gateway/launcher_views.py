@@ -13,15 +13,22 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from agentlab.gateway.answer import json_response
-from agentlab.gateway.models import GatewaySession
+from agentlab.gateway.models import GatewayRunner, GatewaySession
 from agentlab.gateway.protocol import GatewayError
 from agentlab.gateway.sessions import end_session
 from agentlab.gateway.views import _allow, gateway_view, read_json
+from agentlab.runs.control import ControlError, DebugSettings
 from traces.models import Run
 
 MAX_WAIT_S = 30  # a runner's long poll
 POLL_S = 0.5
 NAME_CHARS = 200
+MAX_INT = 2**31 - 1  # an integer column's largest value (PostgreSQL)
+
+
+def _whole(value: Any, low: int, high: int) -> bool:
+    """A whole number a database column holds (a bigger one would be a 500, not a 400)."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def base_url(request: HttpRequest, key: str) -> str:
@@ -31,7 +38,7 @@ def base_url(request: HttpRequest, key: str) -> str:
 def described(request: HttpRequest, row: GatewaySession) -> dict[str, Any]:
     return {"session": row.key, "base_url": base_url(request, row.key), "mode": row.mode,
             "name": row.name, "question": row.question, "source": row.source_id,
-            "fork_seq": row.fork_seq, "on_divergence": row.on_divergence,
+            "fork_seq": row.fork_seq, "on_divergence": row.on_divergence, "debug": row.debug,
             "run": row.run_id,
             "run_url": request.build_absolute_uri(f"/runs/{row.run_id}/") if row.run_id else None,
             "ended": row.ended_at is not None}
@@ -50,6 +57,11 @@ async def checked_session(user: Any, body: Any) -> dict[str, Any]:
     if on not in ("live", "stop"):
         raise GatewayError(400, "'on_divergence' is live or stop.", param="on_divergence")
     fields["on_divergence"] = on
+    debug = body.get("debug") or {}
+    try:
+        fields["debug"] = DebugSettings.from_frame(debug).to_dict() if debug else {}
+    except (ControlError, AttributeError) as exc:
+        raise GatewayError(400, f"'debug': {exc}", param="debug") from None
     if mode == "record":
         return fields
     source = body.get("source")
@@ -59,7 +71,7 @@ async def checked_session(user: Any, body: Any) -> dict[str, Any]:
     fields["source_id"] = source
     if mode == "fork":
         at, edit = body.get("fork_seq"), body.get("edit") or {}
-        if not isinstance(at, int) or isinstance(at, bool) or at < 1:
+        if not _whole(at, 1, MAX_INT):
             raise GatewayError(400, "A fork needs 'fork_seq', the step it edits.",
                                param="fork_seq")
         if not isinstance(edit, dict) or not set(edit) <= {"response", "observation"}:
@@ -105,8 +117,9 @@ async def end(request: HttpRequest, user: Any, key: str) -> HttpResponse:
     row = await _own(user, key)
     body = await read_json(request) if request.body else {}
     code = body.get("exit_code") if isinstance(body, dict) else None
-    if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
-        raise GatewayError(400, "'exit_code' must be a whole number.", param="exit_code")
+    if code is not None and not _whole(code, -MAX_INT - 1, MAX_INT):
+        raise GatewayError(400, "'exit_code' must be a whole number (a process's exit "
+                                "status).", param="exit_code")
     if row.ended_at is None:
         await end_session(row, code)
     return json_response(await _state(request, await _own(user, key)))
@@ -122,6 +135,9 @@ async def next_job(request: HttpRequest, user: Any) -> HttpResponse:
     except ValueError:
         raise GatewayError(400, "'wait' is a number of seconds.", param="wait") from None
     deadline = time.monotonic() + wait
+    # A run page tells the person whether a runner of theirs is listening (runner_pages).
+    await GatewayRunner.objects.aupdate_or_create(user=user,
+                                                  defaults={"polled_at": timezone.now()})
     while True:
         waiting = GatewaySession.objects.filter(user=user, for_runner=True,
                                                 taken_at__isnull=True).order_by("pk")

@@ -57,6 +57,8 @@ class GatewaySession(models.Model):
     edit = models.JSONField(default=dict, blank=True)
     on_divergence = models.CharField(max_length=10, choices=ON_DIVERGENCE, default="live")
     question = models.TextField(blank=True)  # for a runner: what the program is asked
+    # Breakpoints from the start (a "debug" frame's fields: step_mode, break_tools, …)
+    debug = models.JSONField(default=dict, blank=True)
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL,
                             related_name="gateway_sessions")
     for_runner = models.BooleanField(default=False)  # asked from a page: a runner takes it
@@ -70,3 +72,15 @@ class GatewaySession(models.Model):
 
     def __str__(self) -> str:
         return f"{self.mode} session {self.key[:6]}… of {self.user}"
+
+
+class GatewayRunner(models.Model):
+    """When a user's runner (`attach --serve`) last asked for work: a run page says "sent to
+    your runner" while one asked within RUNNER_FRESH_S, else shows the command to paste."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                primary_key=True, related_name="+")
+    polled_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"runner of {self.user}"

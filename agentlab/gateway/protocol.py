@@ -27,6 +27,7 @@ PASSED_THROUGH = ("top_p", "seed", "presence_penalty", "frequency_penalty", "log
 OWN = ("model", "messages", "tools", "tool_choice", "response_format", "stop", "temperature",
        "max_tokens", "max_completion_tokens", "stream", "stream_options", "n", "functions",
        "function_call")
+MODEL_CHARS = 200  # a route's model_name, a profile's name: no longer
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 # The fields of a recorded llm step's request (agentlab.runtime.context: the same keys).
 REQUEST_KEYS = ("messages", "tools", "tool_choice", "response_format", "stop", "temperature",
@@ -108,6 +109,8 @@ def parse_chat(body: Any) -> ChatRequest:
     if not isinstance(model, str) or not model.strip():
         raise GatewayError(400, "'model' is required: the name of a model profile, or any "
                                 "name the admin maps to one.", param="model")
+    if len(model) > MODEL_CHARS:  # no name of a profile or route is longer
+        raise GatewayError(400, f"'model' is at most {MODEL_CHARS} characters.", param="model")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise GatewayError(400, "'messages' must be a non-empty list of messages.",

@@ -30,6 +30,7 @@ from agentlab.models import Agent, Guardrail, ModelProfile
 from agentlab.profiles import EMBEDDED_PROFILE, model_for, to_config
 
 DEFAULT = "*"
+MAX_CACHED = 1_000  # routes by model name kept in the process
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,8 @@ def route(model: str) -> Route:
     """The route of `model` (called in a thread: it may read the database)."""
     found = _routes.get(model)
     if found is None:
+        if len(_routes) >= MAX_CACHED:  # a client inventing names grows no cache
+            _routes.clear()
         found = _routes[model] = _read(model)
     return found
 

@@ -96,9 +96,10 @@ class Session:
         self.seq += 1
         return self.seq
 
-    async def record(self, step: Step) -> None:
-        """Persist, then publish, the step as the guardrails let it be seen; a block on a
-        reply or a tool result refuses the request (the recorded step stays, redacted)."""
+    async def record(self, step: Step) -> Step:
+        """Persist, then publish, the step as the guardrails let it be seen (returned: what
+        a hold may show); a block on a reply or a tool result refuses the request (the
+        recorded step stays, redacted)."""
         shown, decisions = await self.guard.astep(step) if self.guard else (step, [])
         await self.recorder.step(shown)
         await self.control.step(step)  # breakpoints after a step (a failed call)
@@ -107,28 +108,50 @@ class Session:
         if (stop := blocked(decisions)) is not None:
             raise GatewayError(400, f"Blocked by the guardrail {stop.guardrail}: {stop.message}",
                                code="guardrail_blocked", retry=False)
+        return shown
 
-    async def hold(self, step: Step) -> dict[str, Any] | None:
-        """The run's control before a call: None, or what the person edited. A hold that
-        outlives AGENTLAB_GATEWAY_HOLD_S, or a cancel, answers the agent with an error."""
+    async def hold(self, step: Step, shown: Step) -> dict[str, Any] | None:
+        """The run's control before a call: None, or what the person edited. The pause
+        shows (on the socket, /runs/<id>/control, the run's status) the step as recorded,
+        redacted: `shown`. A hold that outlives AGENTLAB_GATEWAY_HOLD_S, a cancel or a
+        refused hold (too many held, the run over) answers the agent with an error; the step
+        says why it never went on (it never stays `running` on the page)."""
+        try:
+            return await self._hold(step, shown)
+        except GatewayError as exc:
+            if step.status == "running":
+                await self._never_went_on(step, exc.message)
+            raise
+
+    async def _hold(self, step: Step, shown: Step) -> dict[str, Any] | None:
         self.refuse_if_over()
         self.held += 1
         try:
             async with asyncio.timeout(self.control.hold_s):
-                return await self.control.checkpoint(step)
+                return await self.control.checkpoint(shown)
         except TimeoutError:
             await self.control.announce()
             hold = self.control.hold_s
-            raise GatewayError(504, f"This call was held at a breakpoint in Agent Lab for "
-                                    f"{hold:g} s (AGENTLAB_GATEWAY_HOLD_S), longer than a "
-                                    "client waits; nothing was sent to the model.",
-                               type="timeout", code="held_too_long", retry=False) from None
+            error = GatewayError(504, f"This call was held at a breakpoint in Agent Lab for "
+                                      f"{hold:g} s (AGENTLAB_GATEWAY_HOLD_S), longer than a "
+                                      "client waits; nothing was sent on.",
+                                 type="timeout", code="held_too_long", retry=False)
+            await self._never_went_on(step, error.message)
+            raise error from None
         except asyncio.CancelledError:
-            if not self.cancelled:
-                raise  # the client went away
+            if not self.cancelled:  # the client went away while its call was held
+                await self._never_went_on(step, "the client closed the connection while the "
+                                                "call was held")
+                raise
+            await self._never_went_on(step, "the run was cancelled while the call was held")
             raise self.cancelled_error() from None
         finally:
             self.held -= 1
+
+    async def _never_went_on(self, step: Step, why: str) -> None:
+        step.status, step.text = "error", why
+        step.output = {"error": why, "kind": "held"}
+        await self.record(step)  # as the guardrails let it be seen, like every step
 
     def refuse_if_over(self) -> None:
         if self.cancelled:
@@ -156,8 +179,13 @@ class Session:
                         meta={"call_id": call_id, "ran_by": "agent"})
             if call_id in self.substitutions:
                 step.meta["edited"] = True
-            await self.record(step)
-            edit = await self.hold(step)
+            shown = await self.record(step)
+            # Held, the page shows (and offers to edit) the result the agent sent, redacted
+            # as the trace will have it; its guardrail decisions come with the finished step.
+            held = dataclasses.replace(shown, text=await self._redacted(text))
+            edit = await self.hold(step, held)
+            if edit is not None and edit["observation"] == held.text:
+                edit = None  # sent back as shown (maybe redacted): the agent's own stays
             if edit is not None:
                 text = self.substitutions[call_id] = edit["observation"]
                 step.meta["edited"] = True
@@ -167,6 +195,11 @@ class Session:
             step.duration_ms = (time.time() - call.replied_at) * 1000
             self.totals.tool_calls += 1
             await self.record(step)
+
+    async def _redacted(self, text: str) -> str:
+        if self.guard is None:
+            return text
+        return (await self.guard.adetail({"answer": text}))["answer"]
 
     def substituted(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The conversation with every edited tool result in place of the agent's own."""
@@ -181,8 +214,8 @@ class Session:
         when it needs no model (served from the record, or written by the person)."""
         step = Step(seq=self._next(), kind="llm", name=model, input=request.recorded(),
                     status="running")
-        await self.record(step)
-        edit = await self.hold(step)
+        shown = await self.record(step)
+        edit = _changed(await self.hold(step, shown), shown)
         if edit is not None:
             step.meta["edited"] = True
             if "response" in edit:
@@ -277,6 +310,14 @@ class Session:
 def _numbered(step: Step, seq: int) -> Step:
     step.seq = seq
     return step
+
+
+def _changed(edit: dict[str, Any] | None, shown: Step) -> dict[str, Any] | None:
+    """The request fields the person changed: one sent back as they were shown it (a
+    redacted value) stays as the agent sent it (as agentlab.runtime.context.checkpoint)."""
+    if edit is None or "response" in edit or not isinstance(shown.input, dict):
+        return edit
+    return {k: v for k, v in edit.items() if v != shown.input.get(k)} or None
 
 
 def _written(response: dict[str, Any]) -> ChatResult:

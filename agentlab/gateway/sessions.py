@@ -29,7 +29,9 @@ from agentlab.gateway.models import GatewaySession
 from agentlab.gateway.protocol import ChatRequest, GatewayError
 from agentlab.gateway.routes import Route
 from agentlab.gateway.session import Session
+from agentlab.guardrails.decisions import check_question
 from agentlab.llm.types import ChatResult
+from agentlab.runs.control import DebugSettings
 from agentlab.runs.room import RunLimit
 from agentlab.runs.start import gateway_run
 from traces.models import Step
@@ -56,10 +58,12 @@ class Table:
 
     async def find(self, user: Any, request: ChatRequest, route: Route, *,
                    session_key: str | None = None, traceparent: str | None = None) -> Session:
-        """The session of this request, opened (with its run) when it is the first."""
-        if session_key:
-            return await self._explicit(user, session_key, request, route)
+        """The session of this request, opened (with its run) when it is the first. A run
+        keeps the trace id its first request carried, whatever grouped it: its received run
+        (the same agent's spans) links to it by that."""
         trace = trace_id(traceparent)
+        if session_key:
+            return await self._explicit(user, session_key, request, route, trace or "")
         if trace is not None:
             key = f"t:{trace}"
             return self._live(user.pk, key) or await self._open_once(
@@ -67,7 +71,8 @@ class Table:
         for _end, key in prefix_keys(request.messages):
             if (found := self._live(user.pk, f"c:{key}")) is not None:
                 return found
-        return await self._open(user, request, route, grouped_by="conversation")
+        return await self._open(user, request, route, grouped_by="conversation",
+                                trace=trace or "")
 
     def remember(self, session: Session, messages: list[dict[str, Any]],
                  reply: dict[str, Any]) -> None:
@@ -89,7 +94,8 @@ class Table:
             calls.append(call)
         return dataclasses.replace(result, tool_calls=calls) if calls else result
 
-    async def _explicit(self, user: Any, key: str, request: ChatRequest, route: Route) -> Session:
+    async def _explicit(self, user: Any, key: str, request: ChatRequest, route: Route,
+                        trace: str) -> Session:
         if (found := self._live(user.pk, f"s:{key}")) is not None:
             return found
         row = await _session_row(user, key)
@@ -100,7 +106,7 @@ class Table:
             return await self._open_once(user, f"s:{key}", request, route, row=row,
                                          grouped_by="session", resume=row.run_id)
         return await self._open_once(user, f"s:{key}", request, route, row=row,
-                                     grouped_by="session")
+                                     grouped_by="session", trace=trace)
 
     async def _open_once(self, user: Any, key: str, request: ChatRequest, route: Route,
                          **options: Any) -> Session:
@@ -136,6 +142,8 @@ class Table:
         session = Session(run_id, user.pk, checks=route.checks, plan=plan,
                           hold_s=settings.AGENTLAB_GATEWAY_HOLD_S, seq=seq, on_end=self._forget,
                           held_now=lambda: self.held(user.pk))
+        if row is not None and row.debug:  # the launcher's breakpoints, from the first call
+            session.control.settings = DebugSettings.from_frame(row.debug)
         self.sessions[run_id] = session
         self._ensure_closer()
         return session
@@ -207,9 +215,13 @@ async def _new_run(user: Any, request: ChatRequest, route: Route, row: GatewaySe
         snapshot["replay"] = {"source_run": row.source_id, "fork_seq": row.fork_seq,
                               "edit": row.edit, "on_divergence": row.on_divergence}
     name = (row.name if row is not None and row.name else f"gateway · {request.model}")[:200]
+    asked = question(request.messages)[:QUESTION_CHARS]
+    if route.checks:  # the output checks ("everything recorded") mask the question too
+        asked = (await sync_to_async(check_question, thread_sensitive=False)(
+            asked, route.checks))[0]
     try:
         run = await sync_to_async(gateway_run, thread_sensitive=False)(
-            user, question=question(request.messages)[:QUESTION_CHARS], agent_name=name,
+            user, question=asked, agent_name=name,
             snapshot=snapshot, parent_run=row.source if following else None,
             fork_seq=row.fork_seq if following else None)
     except RunLimit as exc:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from agentlab.gateway import launcher_views, views
+from agentlab.gateway import launcher_views, runner_pages, views
 
 # The OpenAI-compatible API, as a client's base URL ends: …/gateway/v1 (any client), or
 # …/gateway/s/<session>/v1 (a program under `manage.py attach`).
@@ -20,4 +20,6 @@ urlpatterns = [
     path("sessions/<str:key>", launcher_views.session_state, name="gateway_session"),
     path("sessions/<str:key>/end", launcher_views.end, name="gateway_end_session"),
     path("runner/next", launcher_views.next_job, name="gateway_runner_next"),
+    # a person's page (login): a replay or fork asked from a run page, until a runner takes it
+    path("jobs/<str:key>/", runner_pages.job, name="gateway_job"),
 ]

@@ -11,17 +11,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from agentlab.gateway import auth, routes
-from agentlab.gateway.answer import answer, error_response, guard_input, json_response
-from agentlab.gateway.protocol import GatewayError, error_body, parse_chat
+from agentlab.gateway.answer import (
+    answer,
+    error_response,
+    guard_embedding,
+    guard_input,
+    json_response,
+)
+from agentlab.gateway.models import GatewaySession
+from agentlab.gateway.protocol import MODEL_CHARS, GatewayError, error_body, parse_chat
 from agentlab.gateway.sessions import TABLE
 from agentlab.receiver.ratelimit import RateLimiter
 from agentlab.tokens.auth import Refused
@@ -69,14 +77,50 @@ def gateway_view(view: Any) -> Any:
                      "try again after Retry-After.", type="rate_limit_error",
                 code="rate_limited", headers={"Retry-After": str(wait)}))
         LIMITER.spend(key, 1)
+        release = _once(lambda: LIMITER.release(key))
         try:
-            return await view(request, found.user, **kwargs)
+            response = await view(request, found.user, **kwargs)
         except GatewayError as exc:
+            release()
             return error_response(exc)
-        finally:
-            LIMITER.release(key)
+        except BaseException:
+            release()
+            raise
+        if isinstance(response, StreamingHttpResponse):  # in flight to its last byte
+            _release_after(response, release)
+        else:
+            release()
+        return response
 
     return wrapped
+
+
+def _once(work: Callable[[], None]) -> Callable[[], None]:
+    done = False
+
+    def once() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            work()
+
+    return once
+
+
+def _release_after(response: StreamingHttpResponse, release: Callable[[], None]) -> None:
+    """`release` when the stream ends, however it ends: the closer is for one the client
+    left before its first byte (Django closes every response it sent, or began to)."""
+    content = response.streaming_content
+
+    async def then_release() -> AsyncIterator[bytes]:
+        try:
+            async for part in content:
+                yield part
+        finally:
+            release()
+
+    response.streaming_content = then_release()
+    response._resource_closers.append(release)
 
 
 def _allow(request: HttpRequest, method: str) -> None:
@@ -112,9 +156,18 @@ async def chat_completions(request: HttpRequest, user: Any, session: str | None 
     return response
 
 
+async def _known(user: Any, session: str | None) -> None:
+    """A session key in the URL that is not the user's reads as unknown on every endpoint
+    (chat finds its run by it: agentlab.gateway.sessions), never as any answer at all."""
+    if session and not await GatewaySession.objects.filter(key=session, user=user).aexists():
+        raise GatewayError(404, "Unknown gateway session.", code="session_not_found",
+                           retry=False)
+
+
 @gateway_view
 async def models(request: HttpRequest, user: Any, session: str | None = None) -> HttpResponse:
     _allow(request, "GET")
+    await _known(user, session)
     names = await sync_to_async(routes.model_names, thread_sensitive=False)()
     return json_response({"object": "list", "data": [
         {"id": name, "object": "model", "created": 0, "owned_by": "agentlab"}
@@ -124,16 +177,23 @@ async def models(request: HttpRequest, user: Any, session: str | None = None) ->
 @gateway_view
 async def embeddings(request: HttpRequest, user: Any, session: str | None = None
                      ) -> HttpResponse:
-    """Passed through to the route's profile, as they are (not recorded: not a step)."""
+    """Passed through to the route's profile as they are but for what the route's input
+    guardrails redact or block (not recorded: not a step)."""
     _allow(request, "POST")
+    await _known(user, session)
     body = await read_json(request)
     if not isinstance(body, dict) or not isinstance(body.get("model"), str):
         raise GatewayError(400, "'model' is required.", param="model")
+    if len(body["model"]) > MODEL_CHARS:
+        raise GatewayError(400, f"'model' is at most {MODEL_CHARS} characters.", param="model")
     route = await sync_to_async(routes.route, thread_sensitive=False)(body["model"])
+    body = guard_embedding(body, route) if not route.input_off_loop else (
+        await asyncio.to_thread(guard_embedding, body, route))
     return json_response(await routes.embed(route, body))
 
 
 @gateway_view
 async def responses(request: HttpRequest, user: Any, session: str | None = None
                     ) -> HttpResponse:
+    await _known(user, session)
     raise GatewayError(400, RESPONSES_API, code="responses_api_not_supported", retry=False)

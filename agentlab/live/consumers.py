@@ -34,11 +34,8 @@ RUN_EVENTS = ("run.step", "run.token", "run.status", "run.approval", fanout.BATC
 # left the worker for Redis, heard by this process (the last two: scale profile only).
 CLOCKS = ("recorded_at", "sent_at", "out_at", "heard_at")
 # What each frame of the run socket needs (traces.access.RULES says who has it).
-RUN_FRAMES: dict[str, access.Action] = {
-    "sync": "watch", "start": "control", "debug": "control",
-    **dict.fromkeys(("pause", "resume", "step", "cancel", "edit"), "control"),
-    "approve": "approve", "deny": "approve",
-}
+RUN_FRAMES: dict[str, access.Action] = {"sync": "watch", "start": "control",
+                                        **run_control.PERMISSIONS}
 
 
 class RunConsumer(LiveConsumer):

@@ -52,6 +52,8 @@ SERVER_VARIABLES = frozenset({
     "AGENTLAB_GATEWAY_MAX_BODY_BYTES", "AGENTLAB_GATEWAY_REQUESTS_PER_MIN",
     "AGENTLAB_GATEWAY_MAX_IN_FLIGHT", "AGENTLAB_GATEWAY_MAX_HELD", "AGENTLAB_GATEWAY_HOLD_S",
     "AGENTLAB_GATEWAY_IDLE_S",
+    # manage.py attach's (a gateway token in the shell that may also start the server)
+    "AGENTLAB_SERVER", "AGENTLAB_TOKEN",
 })
 # OTEL_*: the exporter's endpoint and headers (a collector's auth token) are the server's own.
 SERVER_PREFIXES = ("DJANGO_", "OTEL_")

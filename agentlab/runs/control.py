@@ -26,6 +26,12 @@ from agentlab.runs.registry import REGISTRY
 from agentlab.runtime.context import Approval
 from traces.schema import Step
 
+# What each control needs (traces.access.RULES says who has it): the run socket's frames and
+# the same controls over HTTP (agentlab/controls/) ask the same.
+PERMISSIONS: dict[str, str] = {
+    **dict.fromkeys(("pause", "resume", "step", "cancel", "edit", "debug"), "control"),
+    "approve": "approve", "deny": "approve",
+}
 BREAK_KINDS = ("llm", "tool")  # the kinds of call a checkpoint comes before
 LLM_REQUEST_KEYS = ("messages", "tools", "tool_choice", "response_format", "stop",
                     "temperature", "max_tokens")
@@ -56,7 +62,8 @@ class DebugSettings:
         if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
             raise ControlError('"break_tools" must be a list of tool names')
         kinds = frame.get("break_kinds", [])
-        if not isinstance(kinds, list) or not set(kinds) <= set(BREAK_KINDS):
+        if not isinstance(kinds, list) or not all(  # each compared, never hashed: [[…]] too
+                isinstance(k, str) and k in BREAK_KINDS for k in kinds):
             raise ControlError(f'"break_kinds" must be a list of {" and ".join(BREAK_KINDS)}')
         return cls(break_tools=frozenset(t.strip() for t in tools if t.strip()),
                    break_kinds=frozenset(kinds), **flags)

@@ -46,6 +46,15 @@
       this.streamSeq = null;
       this.pendingSeq = null;
       this.pendingOriginal = "";
+      // What the held call takes: "json" (its input), "observation" (a tool result the agent
+      // sent, through the gateway), "request" or "response" (a gateway LLM call: its request,
+      // or a reply the person writes); see agentlab/gateway/control.py.
+      this.pendingMode = "json";
+      this.pendingOriginalMode = "json";
+      this.pendingOriginalText = "";
+      this.expiresAt = null;
+      this.countdown = null;
+      this.gateway = !!root.dataset.gateway;
       this.approvalSeq = null;
       const target = root.dataset.stepsTarget;
       this.steps = (target && document.querySelector(target)) || own(root, "steps");
@@ -55,6 +64,12 @@
       root.addEventListener("click", (e) => this.clicked(e));
       const debug = own(root, "debug");
       if (debug) debug.addEventListener("change", () => this.sendDebug());
+      root.addEventListener("change", (e) => {
+        if (e.target.name === "pending_mode" && e.target.closest("[data-live-run]") === root) {
+          this.pendingMode = e.target.value;
+          this.showMode();
+        }
+      });
       // What the run is doing now: the step, seconds ticking, tokens (see activity()).
       this.current = null;
       this.ticker = null;
@@ -221,7 +236,9 @@
         this.showPending(detail);
       } else {
         this.pendingSeq = null;
+        this.expiresAt = null;
       }
+      this.showExpiry();
       if (!(frame.status === "paused" && detail.waiting_for === "approval")) {
         this.approvalSeq = null;
       }
@@ -242,8 +259,12 @@
       }
       const tools = field("break_tools");
       if (tools && document.activeElement !== tools) tools.value = (debug.break_tools || []).join(", ");
+      const kinds = debug.break_kinds || [];
+      for (const f of box.querySelectorAll('[name="break_kinds"]')) {
+        if (document.activeElement !== f) f.checked = kinds.includes(f.value);
+      }
       if (debug.step_mode || (debug.break_tools || []).length || debug.break_on_error
-          || debug.break_on_reflection) box.open = true;
+          || debug.break_on_reflection || kinds.length) box.open = true;
     }
 
     on_approval(frame) {
@@ -276,6 +297,8 @@
       if (bubble) bubble.hidden = true;
       if (frame.error && frame.status !== "succeeded") this.fail(frame.error);
       this.pendingSeq = this.approvalSeq = null;
+      this.expiresAt = null;
+      this.showExpiry();
       this.current = null;
       this.note("finished");
       this.show();
@@ -344,6 +367,7 @@
         break_tools: field("break_tools").value.split(",").map((t) => t.trim()).filter(Boolean),
         break_on_error: field("break_on_error").checked,
         break_on_reflection: field("break_on_reflection").checked,
+        break_kinds: [...debug.querySelectorAll('[name="break_kinds"]:checked')].map((f) => f.value),
       });
     }
 
@@ -351,7 +375,21 @@
       // Returns false when the edited text is not a JSON object (nothing is sent then).
       const area = own(this.root, "pending-input");
       if (!area || this.pendingSeq === null) return true;
-      if (onlyIfChanged && area.value === this.pendingOriginal) return true;
+      const mode = this.pendingMode;
+      if (mode === "observation" || mode === "response") {
+        const text = own(this.root, "pending-text").value;
+        if (onlyIfChanged && mode === this.pendingOriginalMode && text === this.pendingOriginalText) {
+          return true;
+        }
+        this.pendingOriginalText = text;
+        this.pendingOriginalMode = mode;
+        const input = mode === "observation" ? { observation: text } : { response: { text } };
+        return this.send({ action: "edit", seq: this.pendingSeq, input });
+      }
+      if (onlyIfChanged && area.value === this.pendingOriginal && mode === this.pendingOriginalMode) {
+        return true;
+      }
+      this.pendingOriginalMode = mode;
       let input;
       try { input = JSON.parse(area.value); } catch (err) {
         this.fail("The edited input is not valid JSON: " + err.message);
@@ -400,14 +438,89 @@
 
     showPending(detail) {
       const pending = detail.pending;
+      const fresh = this.pendingSeq !== pending.seq;
       this.pendingSeq = pending.seq;
+      this.expiresAt = Number(detail.expires_at) > 0 ? Number(detail.expires_at) * 1000 : null;
+      const input = pending.input && typeof pending.input === "object" ? pending.input : {};
+      const byAgent = pending.kind === "tool" && (pending.meta || {}).ran_by === "agent";
+      const written = pending.kind === "llm" && input.response && typeof input.response === "object";
+      let mode = "json";
+      if (byAgent) mode = "observation";
+      else if (this.gateway && pending.kind === "llm") {
+        // A reply saved earlier, or the choice the person made at this call, stays.
+        mode = written || (!fresh && this.pendingMode === "response") ? "response" : "request";
+      }
       const area = own(this.root, "pending-input");
       if (area && (document.activeElement !== area || !detail.edited)) {
-        area.value = pretty(pending.input);
+        let shown = pending.input;
+        if (mode === "request") {
+          // Only the request's fields can be edited: not the passed-through "params", nor a
+          // response written earlier (agentlab/gateway/protocol.py ChatRequest.recorded).
+          shown = Object.fromEntries(Object.entries(input)
+            .filter(([k]) => k !== "params" && k !== "response"));
+        }
+        area.value = pretty(shown);
         this.pendingOriginal = area.value;
       }
+      const text = own(this.root, "pending-text");
+      if (text && (document.activeElement !== text || !detail.edited)) {
+        if (mode === "observation") {
+          // The result the agent sent (the held step's text), or the edit saved since.
+          text.value = detail.edited && typeof input.observation === "string"
+            ? input.observation : String(pending.text || "");
+        } else if (written) text.value = String(input.response.text || "");
+        else if (fresh) text.value = "";
+        this.pendingOriginalText = text.value;
+      }
+      if (fresh || detail.edited) this.pendingOriginalMode = mode;
+      this.pendingMode = mode;
       const what = own(this.root, "pending-what");
       if (what) what.textContent = `${pending.kind} ${pending.name || ""} (step ${pending.seq})`;
+      this.showMode();
+    }
+
+    showMode() {
+      // The fields of what the held call takes (see pendingMode).
+      const mode = this.pendingMode;
+      const area = own(this.root, "pending-input");
+      const choice = own(this.root, "pending-choice");
+      const hint = own(this.root, "pending-hint");
+      if (area) area.hidden = mode === "observation" || mode === "response";
+      const box = own(this.root, "pending-text-box");
+      if (box) box.hidden = !(mode === "observation" || mode === "response");
+      const label = own(this.root, "pending-text-label");
+      if (label) {
+        label.textContent = mode === "observation" ? "Tool result the agent sent" : "Response to the agent";
+      }
+      if (choice) {
+        choice.hidden = !(mode === "request" || mode === "response");
+        for (const r of choice.querySelectorAll('[name="pending_mode"]')) r.checked = r.value === mode;
+      }
+      if (hint) {
+        hint.textContent = {
+          observation: "The agent ran this tool itself: edit the result it sent (the model reads yours, now and in every later call), then resume or step.",
+          request: "Edit the request (JSON) the agent sent, then resume or step.",
+          response: "Write the reply the agent gets instead of the model's, then resume or step.",
+        }[mode] || "Edit its input (JSON), then resume or step.";
+      }
+    }
+
+    showExpiry() {
+      // A held gateway call waits only so long (AGENTLAB_GATEWAY_HOLD_S): then the gateway
+      // answers the agent with a timeout error. Counts down while the call is held.
+      const el = own(this.root, "hold-expiry");
+      const on = this.expiresAt !== null && this.pendingSeq !== null;
+      if (el) {
+        el.hidden = !on;
+        if (on) {
+          const left = Math.max(0, Math.round((this.expiresAt - Date.now()) / 1000));
+          el.textContent = left > 0
+            ? `The agent's request waits ${left} s more before the gateway answers it with a timeout.`
+            : "The gateway has answered the agent's request with a timeout.";
+        }
+      }
+      if (on && !this.countdown) this.countdown = setInterval(() => this.showExpiry(), 1000);
+      else if (!on && this.countdown) { clearInterval(this.countdown); this.countdown = null; }
     }
 
     show(reason) {

@@ -137,6 +137,7 @@
     var stepsUrl = trace.dataset.stepsUrl;
     var current = trace.dataset.current ? parseInt(trace.dataset.current, 10) : null;
     var loading = null;
+    var FAR = 1000;  // steps ahead beyond which the replay jumps rather than loads on
 
     function stepEls() { return list.querySelectorAll(".step[data-seq]"); }
     function seqOf(el) { return parseInt(el.dataset.seq, 10); }
@@ -145,11 +146,34 @@
       return els.length ? seqOf(els[els.length - 1]) : 0;
     }
 
+    function loadedFrom() {
+      var first = list.querySelector(".step[data-seq]");
+      return first ? seqOf(first) : 0;
+    }
+
+    // A step far from those on the page: the page of steps around it replaces them (one
+    // request, whatever the run's length), with "load earlier" and "load more" around it.
+    function jumpTo(n) {
+      var url = stepsUrl + "?around=" + encodeURIComponent(n);
+      loading = fetch(url, {headers: {"HX-Request": "true"}, credentials: "same-origin"})
+        .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.text(); })
+        .then(function (html) {
+          list.innerHTML = html;
+          if (window.htmx) htmx.process(list);
+          markParents();
+        })
+        .finally(function () { loading = null; });
+      return loading;
+    }
+
     // Fetch pages until step n is in the page (or there is nothing more to load).
     function ensureLoaded(n) {
       var more = document.getElementById("steps-more");
+      // while the slider is dragged, only the step it rests on is fetched
+      if (loading) return loading.then(function () { if (current === n) return ensureLoaded(n); });
+      var before = document.getElementById("steps-before");
+      if ((before && n < loadedFrom()) || (more && n > loadedUpTo() + FAR)) return jumpTo(n);
       if (!more || loadedUpTo() >= n) return Promise.resolve();
-      if (loading) return loading.then(function () { return ensureLoaded(n); });
       var after = more.dataset.after;
       loading = fetch(stepsUrl + "?after=" + encodeURIComponent(after) + "&upto=" + n,
                       {headers: {"HX-Request": "true"}, credentials: "same-origin"})
@@ -188,8 +212,14 @@
         s.classList.toggle("current", s === el);
         s.classList.toggle("future", seq > n);
       });
+      // a long run's bar is a bucket of one kind's steps (data-go..data-upto): the one that
+      // holds step n is marked
+      var kind = el ? el.dataset.kind : null;
       document.querySelectorAll(".waterfall .bar").forEach(function (b) {
-        b.classList.toggle("current", parseInt(b.dataset.go, 10) === n);
+        var from = parseInt(b.dataset.go, 10);
+        var inBucket = b.dataset.upto && from <= n && n <= parseInt(b.dataset.upto, 10) &&
+          b.classList.contains("k-" + kind);
+        b.classList.toggle("current", from === n || !!inBucket);
       });
       slider.value = String(n);
       label.textContent = "step " + n + " / " + last;

@@ -258,6 +258,26 @@ def test_long_diff_page(tour, browser_page, staff):
     assert browser_page.js_errors == []
 
 
+def test_long_run_page(tour, browser_page, staff):
+    """A run of 12,000 steps opened at step 9,000: the steps around it, inside its plan, the
+    timeline from the stored aggregate with the step's bucket marked, the search form."""
+    from tests.factories import make_run
+    from traces import timeline_summary
+
+    steps = [{"kind": "plan", "text": f"plan {i}"} if i % 500 == 1 else
+             {"kind": "tool" if i % 3 else "thought", "name": "calculator" if i % 3 else "",
+              "text": f"step {i}", "duration_ms": float(i % 700), "parent": i - (i - 1) % 500}
+             for i in range(1, 12_001)]
+    run = make_run(staff, steps, agent_name="Long")
+    timeline_summary.update(run, 12_000)  # as an import does
+    browser_page.goto(f"{tour.base}/runs/{run.pk}/?step=9000")
+    browser_page.locator("#step-9000.current").wait_for()
+    browser_page.locator(".waterfall .bar.current").wait_for()
+    tour.shoot("long-run")
+    assert tour.problems == [], "\n".join(tour.problems)
+    assert browser_page.js_errors == []
+
+
 def test_review_queue_pages(tour, browser_page, staff, django_user_model):
     """Review queues (agentlab/review/): the queues, a queue with who said what, agreement
     and rules, an item with the trace beside the rubric and the keys shown, a pairwise item,
@@ -402,3 +422,33 @@ def test_received_trace_pages(tour, browser_page, staff):
     tour.shoot("received-runs", "/runs/?project=billing")
     assert tour.problems == [], "\n".join(tour.problems)
     assert browser_page.js_errors == []
+
+
+def test_gateway_run_pages(tour, browser_page, staff, fake_llm):
+    """An outside agent's run through the gateway (agentlab/gateway/): held at a breakpoint on
+    the tool result it sent, then at its next LLM call with a reply written in the page, and
+    the finished run."""
+    from tests.gateway_clients import agent_in_session, held_run, post
+
+    page = browser_page
+    agent, token, session = agent_in_session(tour.base, staff, fake_llm,
+                                             {"break_tools": ["get_weather"]})
+    run = held_run(staff)
+    page.goto(f"{tour.base}/runs/{run.pk}/")
+    pending = page.locator('[data-live="pending"]')
+    expect(pending.get_by_label("Tool result the agent sent")).to_have_value("sunny, 21 °C")
+    tour.shoot("gateway-held-tool-result")
+    page.get_by_label("Hold every LLM call").check()
+    pending.get_by_role("button", name="Resume").click()
+    expect(pending.locator('[data-live="pending-what"]')).to_have_text("llm scripted (step 3)")
+    pending.get_by_label("Write the response yourself").check()
+    pending.get_by_label("Response to the agent").fill("Sunny and 21 °C: no umbrella needed.")
+    tour.shoot("gateway-held-llm-call")
+    pending.get_by_role("button", name="Resume").click()
+    assert agent.result() == "Sunny and 21 °C: no umbrella needed."
+    post(f"{tour.base}/gateway/sessions/{session}/end", token, {"exit_code": 0})
+    expect(page.locator("#run-head .answer-succeeded .text")).to_have_text(
+        "Sunny and 21 °C: no umbrella needed.", timeout=20_000)
+    tour.shoot("gateway-run")
+    assert tour.problems == [], "\n".join(tour.problems)
+    assert page.js_errors == []

@@ -1,6 +1,7 @@
 """What the hostile tests share: the calculator agent on the scripted model, and users without
-passwords (force_login; password hashing is slow on a busy machine). `stop_runs` (stop what the
-live socket tests ran) comes from tests/sockets.py."""
+passwords (force_login; password hashing is slow on a busy machine); for the gateway's tests
+its scripted profile and the end of its open runs. `stop_runs` (stop what the live socket
+tests ran) comes from tests/sockets.py."""
 
 from __future__ import annotations
 
@@ -20,6 +21,23 @@ def other_user(django_user_model):
 @pytest.fixture
 def staff(django_user_model):
     return django_user_model.objects.create_superuser("root", password=None)
+
+
+@pytest.fixture
+def profile(fake_llm):
+    """The gateway's tests: the scripted model's profile, `scripted` (tests/gateway_clients.py)."""
+    from tests.gateway_clients import scripted_profile
+
+    return scripted_profile(fake_llm)
+
+
+@pytest.fixture
+async def ended():
+    """The gateway's tests: end every gateway run the test left open (as the closer would)."""
+    from agentlab.gateway.sessions import TABLE
+
+    yield
+    await TABLE.close_quiet(0)
 
 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> None:

@@ -31,6 +31,7 @@ from agentlab.compare.models import Comparison, ComparisonEntry
 from agentlab.evals import runner
 from agentlab.evals.models import Case, PlaygroundCase, Suite
 from agentlab.feedback.models import Feedback
+from agentlab.gateway.models import GatewaySession
 from agentlab.monitors.models import Alert, LiveScore, LiveScorer
 from agentlab.review.models import Rule
 from agentlab.routing import websocket_urlpatterns
@@ -92,12 +93,17 @@ MATRIX: dict[str, Row] = {
     "run_diff": Row("/runs/diff/?a={run}&b={second}"),
     "run": Row("/runs/{run}/"),
     "run_steps": Row("/runs/{run}/steps/?after=0"),
+    "run_find": Row("/runs/{run}/find/?q=Paris"),
+    "run_timeline": Row("/runs/{run}/timeline/"),
     "run_graph": Row("/runs/{run}/graph/?step=1&node=agent:agent"),
     "run_graph_step": Row("/runs/{run}/graph/step/1/"),
     "run_graphs": Row("/runs/graphs/?a={run}&b={second}"),
     "step_payload": Row("/runs/{run}/steps/1/payload/input/"),
     "step_messages": Row("/runs/{run}/steps/1/messages/"),
     "run_export": Row("/runs/{run}/export/"),
+    # the run socket's controls over HTTP: the same rules (control frames:
+    # tests/security/test_gateway_hostile.py)
+    "run_control": Row("/runs/{run}/control"),
     "run_export_otlp": Row("/runs/{run}/export/otlp/"),
     "run_export_otlp_protobuf": Row("/runs/{run}/export/otlp.pb"),
     "otel_status": Row("/runs/otel/", owner="404"),  # staff only
@@ -105,6 +111,8 @@ MATRIX: dict[str, Row] = {
     "run_replay": Row("/runs/{run}/replay/", "post", {"tools": "recorded"}),
     "run_fork": Row("/runs/{run}/fork/1/"),
     "run_resume": Row("/runs/{run}/resume/", "post"),
+    # a replay or fork asked from a gateway run's page for the asker's runner: theirs alone
+    "gateway_job": Row("/gateway/jobs/{job}/", **PERSONAL),
     "step_playground": Row("/runs/{run}/steps/1/playground/"),
     # chat
     "chat": lists("/chat/", staff="hidden"),
@@ -147,6 +155,18 @@ MATRIX: dict[str, Row] = {
     # The OTLP receiver takes a token, never a session: a logged-in visitor is refused too.
     "receive_traces": Row("/v1/traces", "post", anonymous="401", other="401", staff="401",
                           owner="401"),
+    # The gateway takes a token of scope gateway, never a session (tokens, other accounts'
+    # sessions and runs: tests/security/test_gateway_hostile.py).
+    **{name: Row(path, method, anonymous="401", other="401", staff="401", owner="401")
+       for name, method, path in [
+           ("gateway_chat", "post", "/gateway/v1/chat/completions"),
+           ("gateway_models", "get", "/gateway/v1/models"),
+           ("gateway_embeddings", "post", "/gateway/v1/embeddings"),
+           ("gateway_responses", "post", "/gateway/v1/responses"),
+           ("gateway_open_session", "post", "/gateway/sessions"),
+           ("gateway_session", "get", "/gateway/sessions/some-key"),
+           ("gateway_end_session", "post", "/gateway/sessions/some-key/end"),
+           ("gateway_runner_next", "get", "/gateway/runner/next?wait=0")]},
     # feedback: given by whoever may see the run; a row changed only by its author (alice's)
     "feedback:strip": Row("/feedback/runs/{run}/1/"),
     "feedback:form": Row("/feedback/runs/{run}/1/give/", "post", {"note": "x"}),
@@ -285,7 +305,9 @@ def world(django_user_model, monkeypatch) -> dict[str, Any]:
     LiveScore.objects.create(scorer=live, run=run, status="done", score=0.0, passed=False)
     Alert.objects.create(scorer=live, metric="score", op="below", threshold=0.5, window=1,
                          value=0.0, owner=alice)
-    ids = {"queue": queue.pk, "item": queue.items.get().pk, "rule": rule.pk,
+    job = GatewaySession.objects.create(user=alice, for_runner=True, source=run, mode="replay",
+                                        name=SECRET)
+    ids = {"queue": queue.pk, "job": job.key, "item": queue.items.get().pk, "rule": rule.pk,
            "token": token.pk, "feedback": feedback.pk, "run": run.pk, "second": second.pk,
            "scorer": live.pk,
            "comparison": comparison.pk, "experiment": experiment.pk, "earlier": earlier.pk,

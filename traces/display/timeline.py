@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from traces.display.figures import format_duration, format_tokens
 from traces.display.view import TEXT_LABELS, epoch
 
 
@@ -16,6 +20,10 @@ class Bar:
     width: float
     duration_ms: float
     lane: int = 0
+    # a bar of a long run's aggregate (traces.timeline_summary): its steps seq..upto
+    count: int = 1
+    total_ms: float = 0.0
+    upto: int = 0
 
 
 def timeline(rows: list[tuple[int, str, Any, float | None]], *, start: Any = None,
@@ -51,3 +59,23 @@ def lanes(bars: list[Bar], *, per_step_max: int = 80) -> list[str]:
 
 
 TEXT_LABELS_ORDER = {kind: i for i, kind in enumerate(TEXT_LABELS)}
+
+
+def bars_html(bars: list[Bar], *, bucketed: bool = False) -> SafeString:
+    """The waterfall's links, built in Python: a long run's page has a thousand of them and the
+    template engine took most of its time drawing them. The kind is escaped (it is recorded)."""
+    out = []
+    for bar in bars:
+        kind = escape(bar.kind)
+        if bucketed:
+            count = bar.count
+            title = (f"#{bar.seq}–#{bar.upto}: {format_tokens(count)} {kind} "
+                     f"step{'s' if count != 1 else ''} · {format_duration(bar.total_ms)} in all"
+                     f" · slowest {format_duration(bar.duration_ms)}")
+            upto = f' data-upto="{bar.upto}"'
+        else:
+            title, upto = f"#{bar.seq} {kind} · {format_duration(bar.duration_ms)}", ""
+        out.append(f'<a class="bar k-{kind}" href="?step={bar.seq}" data-go="{bar.seq}"{upto}\n'
+                   f'       style="left: {bar.left}%; width: {bar.width}%; --lane: {bar.lane}"\n'
+                   f'       title="{title}"></a>')
+    return mark_safe("".join(out))  # noqa: S308 (every recorded value above is escaped)

@@ -11,12 +11,13 @@ from django.shortcuts import get_object_or_404, render
 from traces import access
 from traces.display import highlight as hl
 from traces.display import labels
-from traces.display import timeline as waterfall
 from traces.display.view import StepView
 from traces.hooks import hook
 from traces.models import Run, Step
 from traces.owners import RECEIVED
 from traces.views import steps as loader
+from traces.views.find import KINDS as FIND_KINDS
+from traces.views.timeline import timeline_context
 
 PAYLOAD_FIELDS = ("input", "output", "text")
 
@@ -38,35 +39,51 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     last = loader.last_seq(run)
     current = _int(request.GET.get("step"))
     current = min(max(current, 1), last) if current is not None and last else None
-    # A link to step N shows steps up to N at once; beyond MAX_PAGE the page's script loads on.
-    limit = loader.PAGE_SIZE if not current else min(max(loader.PAGE_SIZE, current + 20),
-                                                     loader.MAX_PAGE)
-    views = loader.step_views(run, limit=limit)
+    views, before = window(run, current)
     with_feedback(request, run, views)
-    bars, shown = loader.timeline(run, last)
-    lane_labels = waterfall.lanes(bars)
     visible = Run.objects.visible_to(request.user)
     context = {
         "run": run, "steps": views, "last_seq": last, "current": current,
+        "prev_before": before, "find_kinds": FIND_KINDS,
         "scores": labels.scores(run.pk),
         "feedback": run_feedback(request, run),
         "guardrail_steps": guardrail_steps(run),
         "next_after": _next_after(views, last),
         "profiles": _profiles(run.agent_snapshot),
         "origin": origin(run.agent_snapshot),
-        "bars": bars, "bars_shown": shown, "lane_labels": lane_labels,
-        "lanes_height": max(len(lane_labels), 1) * 14 + 4,
-        "by_kind": len(bars) > 0 and not lane_labels[0].startswith("#"),
-        "legend": sorted({bar.kind for bar in bars}),
+        **timeline_context(run, last),
         "parent": visible.filter(pk=run.parent_run_id).only("pk", "input").first()
         if run.parent_run_id else None,
         "forks": list(visible.filter(parent_run=run).only("pk", "fork_seq", "status")
                       .order_by("pk")[:20]),
         # A received run (the OTLP receiver) is live but nothing here executes it: no controls.
         "received": _received(run),
+        "gateway": gateway(run),
+        "linked": linked(visible, run),
         **cases_context(request.user, run.pk),
     }
     return render(request, "traces/run_detail.html", context)
+
+
+def window(run: Run, current: int | None) -> tuple[list[StepView], dict[str, Any] | None]:
+    """The steps the page opens with, and the "load earlier" sentinel's facts when earlier
+    steps are left out (None: none are): the seq they come before and the enclosing steps.
+    A link to a step in the first page shows steps up to it; further on, WINDOW_SIZE steps from
+    a little before it: an index range, whatever the run's length. A live run's page keeps the
+    steps from its first (new ones are added at the end)."""
+    if not current or current <= loader.PAGE_SIZE - 20 or run.is_active:
+        limit = loader.PAGE_SIZE if not current else min(max(loader.PAGE_SIZE, current + 20),
+                                                         loader.MAX_PAGE)
+        return loader.step_views(run, limit=limit), None
+    views = loader.step_views(run, after=current - loader.WINDOW_BEFORE - 1,
+                              limit=loader.WINDOW_SIZE)
+    return views, earlier(run, views)
+
+
+def earlier(run: Run, views: list[StepView]) -> dict[str, Any] | None:
+    if not views or loader.first_before(run, views[0].seq) is None:
+        return None
+    return {"seq": views[0].seq, "inside": loader.enclosing(run, views[0].parent)}
 
 
 def _received(run: Run) -> dict[str, Any] | None:
@@ -75,6 +92,34 @@ def _received(run: Run) -> dict[str, Any] | None:
     source = (run.agent_snapshot or {}).get("imported_from") or {}
     return {"service": str(source.get("service") or ""),
             "quiet_s": settings.AGENTLAB_RECEIVER_QUIET_S}
+
+
+GROUPED_BY = {"session": "its launcher session", "trace": "its traceparent trace id",
+              "conversation": "conversation continuity (each request extends the last)"}
+
+
+def gateway(run: Run) -> dict[str, Any] | None:
+    """An outside agent's run through the gateway (agentlab.gateway): what the header says of
+    it, and how long a held call waits before the gateway answers it with a timeout."""
+    found = (run.agent_snapshot or {}).get("gateway") if isinstance(run.agent_snapshot,
+                                                                    dict) else None
+    if not isinstance(found, dict):
+        return None
+    grouped = str(found.get("grouped_by") or "")
+    return {"model": str(found.get("model") or ""), "profile": str(found.get("profile") or ""),
+            "grouped_by": GROUPED_BY.get(grouped, grouped), "mode": str(found.get("mode") or ""),
+            "trace_id": str(found.get("trace_id") or ""),
+            "hold_s": getattr(settings, "AGENTLAB_GATEWAY_HOLD_S", None)}
+
+
+def linked(visible: Any, run: Run) -> list[dict[str, Any]]:
+    """Other runs of the same agent run (hook `linked_runs`), those the visitor may see."""
+    answer = hook("linked_runs")
+    found = answer(run) if answer is not None else []
+    if not found:
+        return []
+    shown = set(visible.filter(pk__in=[f["pk"] for f in found]).values_list("pk", flat=True))
+    return [f for f in found if f["pk"] in shown]
 
 
 def run_feedback(request: HttpRequest, run: Run) -> str:
@@ -157,16 +202,27 @@ def _profiles(snapshot: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def run_steps(request: HttpRequest, pk: int) -> HttpResponse:
-    """The next page of steps (htmx "load more"), or up to `upto` for the replay."""
+    """The next page of steps (htmx "load more"), or up to `upto` for the replay; the page
+    before `before` ("load earlier"); or the page the run page opens with at step `around`
+    (the replay jumping far)."""
     run = visible_run(request, pk)
     after = _int(request.GET.get("after")) or 0
-    upto = _int(request.GET.get("upto"))
-    limit = loader.PAGE_SIZE
+    upto, before = _int(request.GET.get("upto")), _int(request.GET.get("before"))
+    around = _int(request.GET.get("around"))
+    limit, prev_before, last = loader.PAGE_SIZE, None, loader.last_seq(run)
     if upto and upto > after:
         limit = min(max(limit, upto - after + 20), loader.MAX_PAGE)
-    views = loader.step_views(run, after=after, limit=limit)
+    if around is not None:
+        views, prev_before = window(run, min(max(around, 1), max(last, 1)))
+    elif before is not None:
+        views = loader.step_views(run, before=before)
+        prev_before = earlier(run, views)
+    else:
+        views = loader.step_views(run, after=after, limit=limit)
     with_feedback(request, run, views)
-    context = {"run": run, "steps": views, "next_after": _next_after(views, loader.last_seq(run))}
+    context = {"run": run, "steps": views, "prev_before": prev_before,
+               # the earlier page is put before the steps shown: no "load more" after it
+               "next_after": None if before is not None else _next_after(views, last)}
     return render(request, "traces/step_list.html#steps", context)
 
 

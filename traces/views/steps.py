@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
 from django.db.models import Max, Min, QuerySet, TextField
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Cast, Length
@@ -22,6 +23,9 @@ PAGE_SIZE = 200
 MAX_PAGE = 2000  # "load up to step N" never asks for more than this at once
 TIMELINE_ALL = 400  # runs with more steps show their slowest TIMELINE_CAP steps only
 TIMELINE_CAP = 300
+# A link to step N far in the run shows N-30..N+29, not 1..N: a few screens around it, light
+# enough for a browser to lay out at once; scrolling loads more either way.
+WINDOW_BEFORE, WINDOW_SIZE = 30, 60
 SMALL_FIELDS = ("seq", "parent", "kind", "role", "name", "status", "started_at", "duration_ms",
                 "tokens_in", "tokens_out", "cost_usd", "meta")
 PAYLOADS = ("input", "output", "text")
@@ -36,11 +40,17 @@ def _sized(steps: QuerySet[Step]) -> QuerySet[Step]:
     )
 
 
-def load_rows(run: Run, *, after: int = 0, limit: int = PAGE_SIZE) -> list[dict[str, Any]]:
-    """Rows with seq > after, as dicts; input/output/text only where under the inline limit."""
-    rows = list(_sized(run.steps.filter(seq__gt=after)).order_by("seq")
-                .values("pk", *SMALL_FIELDS, "input_size", "output_size", "text_size",
-                        "tool_calls")[:limit])
+def load_rows(run: Run, *, after: int = 0, limit: int = PAGE_SIZE,
+              before: int | None = None) -> list[dict[str, Any]]:
+    """Rows with seq > after (or the `limit` last ones with seq < before), as dicts, in seq
+    order; input/output/text only where under the inline limit. An index range either way."""
+    fields = ("pk", *SMALL_FIELDS, "input_size", "output_size", "text_size", "tool_calls")
+    if before is not None:
+        rows = list(_sized(run.steps.filter(seq__lt=before)).order_by("-seq")
+                    .values(*fields)[:limit])[::-1]
+    else:
+        rows = list(_sized(run.steps.filter(seq__gt=after)).order_by("seq")
+                    .values(*fields)[:limit])
     for name in PAYLOADS:
         small = [r["pk"] for r in rows if (r[f"{name}_size"] or 0) <= PAYLOAD_LIMIT]
         if small:
@@ -51,29 +61,44 @@ def load_rows(run: Run, *, after: int = 0, limit: int = PAGE_SIZE) -> list[dict[
     return rows
 
 
-ANCESTRY_LEVELS = 3  # ancestors looked up a level at a time; deeper, all parents in one query
+ANCESTRY_LEVELS = 3  # ancestors looked up a level at a time; deeper, the rest in one query
 
 
 def ancestry(run: Run, rows: list[dict[str, Any]]) -> dict[int, int | None]:
     """The parent of each row and of every ancestor outside the page, for the renderer's tree
-    depths: a level at a time for ANCESTRY_LEVELS levels, then every earlier step's parent in
-    one query (a deep tree costs one more query, not one per level)."""
+    depths: a level at a time for ANCESTRY_LEVELS levels, then the remaining ancestors in one
+    recursive query (a deep tree costs one more query, and never reads the whole run)."""
     parent_of = {r["seq"]: r["parent"] for r in rows}
     for level in range(ANCESTRY_LEVELS + 1):
         missing = {p for p in parent_of.values() if p is not None and p not in parent_of}
         if not missing:
             break
-        steps = run.steps.filter(seq__in=missing)
         if level == ANCESTRY_LEVELS:
-            steps = run.steps.all()
-        found = dict(steps.values_list("seq", "parent"))
+            found = _ancestors(run, missing)
+        else:
+            found = dict(run.steps.filter(seq__in=missing).values_list("seq", "parent"))
         parent_of.update({seq: found.get(seq) for seq in missing})
         parent_of.update({seq: parent for seq, parent in found.items() if seq not in parent_of})
     return parent_of
 
 
-def step_views(run: Run, *, after: int = 0, limit: int = PAGE_SIZE) -> list[StepView]:
-    rows = load_rows(run, after=after, limit=limit)
+def _ancestors(run: Run, seqs: set[int]) -> dict[int, int | None]:
+    """(seq, parent) of `seqs` and all their ancestors: one recursive query, one indexed
+    (run, seq) lookup per ancestor. UNION (not UNION ALL) stops at a cycle."""
+    table = connection.ops.quote_name(Step._meta.db_table)
+    marks = ", ".join(["%s"] * len(seqs))
+    sql = (f"WITH RECURSIVE up(seq, parent) AS ("
+           f"SELECT seq, parent FROM {table} WHERE run_id = %s AND seq IN ({marks}) "
+           f"UNION SELECT s.seq, s.parent FROM {table} s JOIN up ON s.run_id = %s "
+           f"AND s.seq = up.parent) SELECT seq, parent FROM up")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run.pk, *sorted(seqs), run.pk])
+        return dict(cursor.fetchall())
+
+
+def step_views(run: Run, *, after: int = 0, limit: int = PAGE_SIZE,
+               before: int | None = None) -> list[StepView]:
+    rows = load_rows(run, after=after, limit=limit, before=before)
     renderer = StepRenderer(run, run_start=run_start(run), parents=ancestry(run, rows))
     return [renderer.view(r) for r in rows]
 
@@ -88,8 +113,31 @@ def last_seq(run: Run) -> int:
     return run.steps.aggregate(m=Max("seq"))["m"] or 0
 
 
+PATH_MAX = 20  # the enclosing steps named above a page that starts inside them
+
+
+def enclosing(run: Run, parent: int | None) -> list[dict[str, Any]]:
+    """Step `parent` and the steps around it, outermost first (seq, kind, name): where a page
+    that starts past the run's first step sits in the tree. Two queries, whatever the run."""
+    if parent is None:
+        return []
+    up = _ancestors(run, {parent})
+    chain, seq = [], parent
+    while seq is not None and seq in up and seq not in chain and len(chain) < PATH_MAX:
+        chain.append(seq)
+        seq = up[seq]
+    rows = {r["seq"]: r for r in run.steps.filter(seq__in=chain).values("seq", "kind", "name")}
+    return [rows[s] for s in reversed(chain) if s in rows]
+
+
+def first_before(run: Run, seq: int) -> int | None:
+    """The seq of the last step before `seq` (None: it is the first), for "load earlier"."""
+    return run.steps.filter(seq__lt=seq).order_by("-seq").values_list("seq", flat=True).first()
+
+
 def timeline(run: Run, count: int) -> tuple[list[waterfall.Bar], int]:
-    """Bars for the waterfall and how many steps they stand for; big runs show their slowest."""
+    """Bars for the waterfall and how many steps they stand for; big runs show their slowest
+    (longer runs: traces.timeline_summary instead)."""
     fields = ("seq", "kind", "started_at", "duration_ms")
     if count <= TIMELINE_ALL:
         return waterfall.timeline(list(run.steps.values_list(*fields))), count

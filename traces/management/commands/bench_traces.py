@@ -10,7 +10,9 @@ from __future__ import annotations
 import gc
 import random
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from itertools import batched
 from typing import Any
 
 from django.conf import settings
@@ -20,8 +22,10 @@ from django.http import StreamingHttpResponse
 from django.test import Client
 from django.urls import reverse
 
+from traces import timeline_summary
 from traces.diff import diff_steps, word_diffs
 from traces.diff_pages import Subtrees, page, start_of
+from traces.management import bench_page
 from traces.models import Run, Step
 from traces.schema import Step as StepRecord
 
@@ -31,6 +35,7 @@ LONG_DIFF_GOAL_MS, LONG_DIFF_GOAL_STEPS = 1000.0, 100_000
 # The diff before issue 37 (ms, this 2-core machine): the anchor the figures are printed beside.
 DIFF_BEFORE_MS = {1_000: 17, 10_000: 354, 30_000: 637, 100_000: 2_296}
 PARTS = ("page", "runs", "diff")
+T0 = 1_700_000_000.0  # when the synthetic runs start (epoch s)
 TOOLS = ("get_weather", "calculator", "sql_query", "search_docs", "read_file")
 WORDS = ("the", "agent", "looked", "up", "weather", "data", "and", "then", "computed", "a",
          "total", "from", "table", "rows", "for", "Paris")
@@ -38,50 +43,54 @@ WORDS = ("the", "agent", "looked", "up", "weather", "data", "and", "then", "comp
 
 def synthetic_steps(n: int, *, seed: int = 0) -> list[StepRecord]:
     """A realistic mix: plans, llm calls with message lists, thoughts, tools with JSON, finals."""
-    rng, steps, t = random.Random(seed), [], 1_700_000_000.0
+    return list(iter_synthetic_steps(n, seed=seed))
+
+
+def iter_synthetic_steps(n: int, *, seed: int = 0) -> Iterator[StepRecord]:
+    """synthetic_steps one at a time (a million steps need not be in memory at once)."""
+    rng, t, seq = random.Random(seed), T0, 0
     plan = None
-    while len(steps) < n - 1:
-        seq = len(steps) + 1
+    while seq < n - 1:
+        seq += 1
         t += rng.uniform(0.05, 2.0)
         turn = seq % 7
         if turn == 1 and seq % 50 == 1:
             plan = seq
-            steps.append(StepRecord(seq=seq, kind="plan", text=_words(rng, 30), started_at=t,
-                                    input={"steps": [_words(rng, 6) for _ in range(4)]}))
+            yield StepRecord(seq=seq, kind="plan", text=_words(rng, 30), started_at=t,
+                              input={"steps": [_words(rng, 6) for _ in range(4)]})
         elif turn in (1, 4):
             tool = rng.choice(TOOLS)
             messages = [{"role": "system", "content": _words(rng, 60)},
                         *({"role": rng.choice(["user", "assistant", "tool"]),
                            "content": _words(rng, 40)} for _ in range(5))]
-            steps.append(StepRecord(
+            yield StepRecord(
                 seq=seq, kind="llm", name="bench-model", parent=plan, started_at=t,
                 duration_ms=rng.uniform(200, 4000), tokens_in=rng.randint(300, 3000),
                 tokens_out=rng.randint(10, 300), cost_usd=rng.uniform(0, 0.01),
                 input={"messages": messages, "tools": None, "temperature": 0.2},
                 output={"text": "", "tool_calls": [{"id": f"call_{seq}", "name": tool,
-                                                    "arguments": {"q": _words(rng, 3)},
-                                                    "raw_arguments": "{}", "error": None}],
+                                              "arguments": {"q": _words(rng, 3)},
+                                              "raw_arguments": "{}", "error": None}],
                         "usage": {"prompt_tokens": 300, "completion_tokens": 20},
                         "model": "bench-model", "latency_ms": 900.0},
-                text=_words(rng, 25)))
+                text=_words(rng, 25))
         elif turn in (2, 5):
-            steps.append(StepRecord(seq=seq, kind="thought", parent=plan, started_at=t,
-                                    text=_words(rng, rng.randint(10, 60))))
+            yield StepRecord(seq=seq, kind="thought", parent=plan, started_at=t,
+                              text=_words(rng, rng.randint(10, 60)))
         elif turn == 6 and seq % 97 == 6:
-            steps.append(StepRecord(seq=seq, kind="error", status="error", parent=plan,
-                                    started_at=t, text="could not parse the reply: no Action"))
+            yield StepRecord(seq=seq, kind="error", status="error", parent=plan,
+                              started_at=t, text="could not parse the reply: no Action")
         else:
             tool = rng.choice(TOOLS)
             big = seq % 40 == 3  # some observations are long (a table, a file)
             body = _words(rng, 4000 if big else rng.randint(5, 80))
-            steps.append(StepRecord(
+            yield StepRecord(
                 seq=seq, kind="tool", name=tool, parent=plan, started_at=t,
                 duration_ms=rng.uniform(1, 800), input={"q": _words(rng, 3), "limit": 10},
                 output={"tool": tool, "ok": True, "output": body, "observation": body[:2000]},
-                text=body[:2000]))
-    steps.append(StepRecord(seq=len(steps) + 1, kind="final", text=_words(rng, 20),
-                            started_at=t + 1))
-    return steps[:n]
+                text=body[:2000])
+    if n > 0:
+        yield StepRecord(seq=seq + 1, kind="final", text=_words(rng, 20), started_at=t + 1)
 
 
 def perturbed(steps: list[StepRecord], *, seed: int = 1) -> list[StepRecord]:
@@ -115,12 +124,20 @@ class Command(BaseCommand):
         parser.add_argument("--quick", action="store_true",
                             help="Smaller: --sizes 1000 --runs 1000 --diff-sizes 1000")
         parser.add_argument("--keep", action="store_true", help="Keep the generated runs")
+        parser.add_argument("--no-browser", action="store_true",
+                            help="Leave out the web process's memory and Chromium's timings")
+        parser.add_argument("--reuse", action="store_true",
+                            help="Measure runs of these sizes kept by an earlier --keep instead "
+                                 "of generating them (a million steps take minutes to make)")
+        parser.add_argument("--shots", metavar="DIR",
+                            help="Save screenshots of the longest run's page there")
         parser.add_argument("--only", choices=PARTS, action="append",
                             help="Measure only this part (repeatable): page, runs or diff; "
                                  "e.g. --only diff --diff-sizes 1000,10000,30000,100000")
 
     def handle(self, *args: Any, sizes: str, runs: int, diff_sizes: str, quick: bool,
-               keep: bool, only: list[str] | None = None, **options: Any) -> None:
+               keep: bool, only: list[str] | None = None, no_browser: bool = False,
+               shots: str | None = None, reuse: bool = False, **options: Any) -> None:
         if quick:
             sizes, runs, diff_sizes = "1000", 1000, "1000"
         if only:
@@ -136,7 +153,11 @@ class Command(BaseCommand):
         user, created_user = users.get_or_create(username="bench", defaults={"is_active": True})
         made: list[int] = []
         try:
-            pages = [self._page(user, n, made) for n in page_sizes]
+            ids = {n: (reuse and self._kept(user, n)) or self._generate(user, n, made)
+                   for n in page_sizes}
+            pages = [self._page(user, n, ids[n]) for n in page_sizes]
+            long = self._long(user, ids[max(ids)], max(ids), not no_browser,
+                              shots) if pages else None
             listing = self._listing(user, runs, made) if runs else None
             diff_ms = [(n, *self._diff(n)) for n in diffs]
         finally:
@@ -147,22 +168,62 @@ class Command(BaseCommand):
                 if created_user:
                     user.delete()
         self._report(pages, listing, diff_ms)
+        if long:
+            bench_page.report(self.stdout.write, pages, long)
 
     # ------------------------------------------------------------------ measures
 
-    def _page(self, user: Any, n: int, made: list[int]) -> tuple[int, float, float, int]:
+    def _kept(self, user: Any, n: int) -> int | None:
+        found = Run.objects.filter(user=user, input=f"bench question ({n} steps)",
+                                   step_count=n).values_list("pk", flat=True).last()
+        if found:
+            self.stdout.write(f"measuring the kept run {found} of {n:,} steps")
+        return found
+
+    def _generate(self, user: Any, n: int, made: list[int]) -> int:
         self.stdout.write(f"generating a run of {n:,} steps…")
         run = Run.objects.create(user=user, agent_name="bench", paradigm="react",
                                  input=f"bench question ({n} steps)", status="succeeded",
                                  final_answer="bench answer", step_count=n,
-                                 started_at=datetime.now(tz=UTC), finished_at=datetime.now(tz=UTC))
+                                 started_at=datetime.fromtimestamp(T0, tz=UTC),
+                                 finished_at=datetime.now(tz=UTC))
         made.append(run.pk)
-        rows = (Step.from_record(run.pk, s) for s in synthetic_steps(n))
-        Step.objects.bulk_create(rows, batch_size=2000)
-        self._get(user, reverse("run", args=[run.pk]))  # warm-up: templates, caches
-        first, full, size = self._get(user, reverse("run", args=[run.pk]))
-        self.stdout.write(f"  run page: first byte {first * 1000:.0f} ms, {size:,} bytes")
+        totals = dict.fromkeys(("llm_calls", "tool_calls", "tokens_in", "tokens_out"), 0)
+        for chunk in batched(iter_synthetic_steps(n), 2000):
+            Step.objects.bulk_create([Step.from_record(run.pk, s) for s in chunk])
+            for s in chunk:  # the run's stored totals, as a recorded run has them
+                totals["llm_calls"] += s.kind == "llm"
+                totals["tool_calls"] += s.kind == "tool"
+                totals["tokens_in"] += s.tokens_in
+                totals["tokens_out"] += s.tokens_out
+        Run.objects.filter(pk=run.pk).update(**totals)
+        if n > timeline_summary.SUMMED_FROM:  # as an import does once it has written the run
+            started = time.perf_counter()
+            timeline_summary.update(run, n)
+            self.stdout.write(f"  timeline summed in {time.perf_counter() - started:.1f} s")
+        return run.pk
+
+    def _page(self, user: Any, n: int, run_id: int) -> tuple[int, float, float, int]:
+        self._get(user, reverse("run", args=[run_id]))  # warm-up: templates, caches
+        first, full, size = min(self._get(user, reverse("run", args=[run_id]))
+                                for _ in range(3))
+        self.stdout.write(f"run page of {n:,} steps: first byte {first * 1000:.0f} ms, "
+                          f"{size:,} bytes")
         return n, first, full, size
+
+    def _long(self, user: Any, run_id: int, n: int, web: bool,
+              shots: str | None) -> dict[str, Any]:
+        """The longest run's jump, search, memory and browser figures (bench_page)."""
+        self.stdout.write(f"jumps and searches in the run of {n:,} steps…")
+        figures: dict[str, Any] = {"steps": n, **bench_page.server_figures(
+            lambda url: self._get(user, url)[0], run_id, n)}
+        if web:
+            self.stdout.write("the web process (daphne) and Chromium…")
+            client = Client(SERVER_NAME=_host())
+            client.force_login(user)
+            session = client.cookies[settings.SESSION_COOKIE_NAME].value
+            figures.update(bench_page.web_figures(session, run_id, n, shots))
+        return figures
 
     def _listing(self, user: Any, n: int, made: list[int]) -> tuple[int, float, int]:
         self.stdout.write(f"generating {n:,} runs for the runs list…")
