@@ -270,9 +270,13 @@ def test_five_frameworks_at_once_with_no_session_are_five_runs(lab, user):
     agents = {name: lab.agent(name, weather=w) for name, w in weathers.items()}
     said = {name: finish(agent)[1] for name, agent in agents.items()}
     assert said == {name: answer(w) for name, w in weathers.items()}
-    runs = wait_until(lambda: [r for r in Run.objects.filter(user=user)
-                               if r.status in FINISHED], 30, "the quiet runs ended")
-    assert len(runs) == len(NAMES) == Run.objects.filter(user=user).count()
+
+    def ended() -> list[Run] | None:
+        runs = list(Run.objects.filter(user=user))
+        return runs if all(r.status in FINISHED for r in runs) else None
+
+    runs = wait_until(ended, 30, "the quiet runs ended")
+    assert len(runs) == len(NAMES)
     by_weather = {tool_step(r).text: r for r in runs}
     assert set(by_weather) == set(weathers.values())
     for weather, run in by_weather.items():
