@@ -15,18 +15,22 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from agentlab.gateway.fast_path import FastGateway  # noqa: E402
 from agentlab.gateway.views import BODY_CAP as GATEWAY_CAP  # noqa: E402
 from agentlab.monitors.background import StartOnFirstRequest  # noqa: E402
 from agentlab.receiver.body_cap import BodyCap  # noqa: E402
 from agentlab.routing import websocket_routes  # noqa: E402
 
+# HTTP as the app serves it: the receiver's and the gateway's bodies capped before anything
+# reads them; the gateway's OpenAI API straight from ASGI, past the middleware
+# (agentlab/gateway/fast_path.py); everything else Django's.
+http = BodyCap(FastGateway(BodyCap(django_asgi_app)), **GATEWAY_CAP)
+
 application = ProtocolTypeRouter(
     {
         # Static files served in-process so one daphne is the whole app on one machine; the
-        # receiver's and the gateway's bodies capped before Django reads them; the live
-        # scorers' thread started by the first request (agentlab/monitors/background.py).
-        "http": StartOnFirstRequest(ASGIStaticFilesHandler(
-            BodyCap(BodyCap(django_asgi_app), **GATEWAY_CAP))),
+        # live scorers' thread started by the first request (agentlab/monitors/background.py).
+        "http": StartOnFirstRequest(ASGIStaticFilesHandler(http)),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_routes))
         ),

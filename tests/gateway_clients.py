@@ -15,10 +15,8 @@ import httpx2 as httpx
 import openai
 from django.test import AsyncClient
 
-from agentlab.asgi import django_asgi_app
-from agentlab.gateway.views import BODY_CAP
+from agentlab.asgi import http
 from agentlab.models import ModelProfile
-from agentlab.receiver.body_cap import BodyCap
 from agentlab.tokens.models import create_token
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.waiting import await_until
@@ -41,9 +39,9 @@ def scripted_profile(server: FakeOpenAI, name: str = "scripted") -> ModelProfile
                                        model="scripted-model", retries=0, timeout_s=5)
 
 
-# The HTTP side of agentlab.asgi.application as it serves the gateway (its body cap included),
+# The HTTP side of agentlab.asgi.application (body caps, the gateway's fast path, Django),
 # without what the first request starts in a server process (the live scorers' thread).
-APP = BodyCap(django_asgi_app, **BODY_CAP)
+APP = http
 
 
 def in_process(token: str, base: str = "/gateway/v1", **options: Any) -> openai.AsyncOpenAI:

@@ -65,11 +65,33 @@ def configured_port() -> int:
     return int(value) if value else DEFAULT_PORT
 
 
+URL_FRESH_S = 1.0  # how long a read of an unchanged state file answers
+_url_read: dict[tuple[str, str, int], tuple[str, float]] = {}
+
+
 def local_base_url() -> str:
     """Where the embedded model answers: env, else the running server's state file, else the
-    configured port."""
+    configured port. Each model call asks (is this profile the embedded model's?), and
+    reading the file and checking its process cost ~1 ms: an unchanged file's answer is
+    kept for a second (a new or rewritten file is read at once: its mtime is the key)."""
     if url := os.environ.get("AGENTLAB_LOCAL_LLM_URL", "").strip():
         return url.rstrip("/")
+    path = var_dir() / STATE_FILE
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        stamp = 0
+    key = (str(path), os.environ.get("AGENTLAB_LOCAL_LLM_PORT", ""), stamp)
+    found = _url_read.get(key)
+    if found is not None and time.monotonic() - found[1] < URL_FRESH_S:
+        return found[0]
+    url = _read_base_url()
+    _url_read.clear()  # one entry: the file as it is now
+    _url_read[key] = (url, time.monotonic())
+    return url
+
+
+def _read_base_url() -> str:
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         state = json.loads((var_dir() / STATE_FILE).read_text())
         if pid_alive(int(state["pid"])):
@@ -200,6 +222,7 @@ class LocalModelServer:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state))
         tmp.replace(path)  # readers never see half a file
+        _url_read.clear()  # this process knows at once
 
     def _wait_ready(self, timeout_s: float) -> None:
         assert self.process is not None
@@ -244,6 +267,7 @@ class LocalModelServer:
             with contextlib.suppress(OSError, ValueError):
                 if json.loads(state.read_text()).get("pid") == self.process.pid:
                     state.unlink()
+        _url_read.clear()
         self.process = None
 
     def __enter__(self) -> LocalModelServer:

@@ -1,0 +1,85 @@
+"""The gateway's OpenAI API served straight from ASGI, past Django's middleware stack.
+
+Why: an agent calls its model many times a second and waits for each reply, so every
+millisecond the gateway adds is the agent's. Django's ASGI handler runs each request through
+the middleware (sessions, CSRF, messages, clickjacking, CSP, htmx…), which are sync and hop to
+one shared thread and back, twice each, and sends the request signals (close_old_connections,
+another hop): most of what the gateway added per call (`manage.py bench_gateway`). None of it
+applies here: the API reads no cookie or session (a token is asked on each request), renders
+no page, and touches the database only from threads of its own (the token look-up, the run's
+writer thread).
+
+What is kept: the body read as Django reads it (after the body cap in agentlab/asgi.py), the
+Host header checked against ALLOWED_HOSTS, the URL resolved by the project's urlconf, the
+response sent by Django's own ASGI code (streaming included), the view cancelled when the
+client goes away, `X-Content-Type-Options: nosniff`, and any error an OpenAI-shaped answer.
+Everything else under /gateway/ (sessions, the runner, the job pages) goes through Django as
+usual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from contextlib import closing
+from typing import Any
+
+from django.core.exceptions import DisallowedHost, RequestAborted
+from django.core.handlers.asgi import ASGIHandler, ASGIRequest
+from django.http import HttpResponseBase
+from django.urls import Resolver404, resolve
+
+from agentlab.gateway.answer import error_response
+from agentlab.gateway.protocol import GatewayError
+
+log = logging.getLogger(__name__)
+API = re.compile(r"^/gateway/(?:s/[^/]+/)?v1/")
+
+
+class _Sent(Exception):
+    pass
+
+
+class FastGateway:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.handler = ASGIHandler()  # its body reading and response sending only
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not API.match(scope.get("path") or ""):
+            return await self.app(scope, receive, send)
+        try:
+            body = await self.handler.read_body(receive)
+        except RequestAborted:
+            return
+        with closing(body):
+            request = ASGIRequest(scope, body)
+            try:
+                async with asyncio.TaskGroup() as group:
+                    group.create_task(self.handler.listen_for_disconnect(receive))
+                    response = await respond(request)
+                    await self.handler.send_response(response, send)
+                    raise _Sent
+            except* (_Sent, RequestAborted):
+                pass
+
+
+async def respond(request: ASGIRequest) -> HttpResponseBase:
+    try:
+        request.get_host()
+    except DisallowedHost:
+        return error_response(GatewayError(400, "This server does not answer for that host "
+                                                "(ALLOWED_HOSTS)."))
+    try:
+        match = resolve(request.path_info)
+    except Resolver404:
+        return error_response(GatewayError(404, f"No gateway endpoint {request.path_info}."))
+    try:
+        response = await match.func(request, *match.args, **match.kwargs)
+    except Exception:
+        log.exception("the gateway failed on %s", request.path_info)
+        return error_response(GatewayError(500, "The gateway failed on this request.",
+                                           type="api_error"))
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    return response
