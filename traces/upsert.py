@@ -118,17 +118,22 @@ def _preparers() -> list[Any]:
     for f in FIELDS:
         if f.name == "run":
             out.append(lambda run_id, _r: run_id)
-        elif f.name == "started_at":
-            out.append(lambda _id, r, f=f: f.get_db_prep_save(
-                datetime.fromtimestamp(r.started_at, tz=UTC), connection))
+        elif f.name == "started_at":  # aware: what the field's own preparation comes to
+            out.append(lambda _id, r: connection.ops.adapt_datetimefield_value(
+                datetime.fromtimestamp(r.started_at, tz=UTC)))
         elif f.name == "meta":
-            out.append(lambda _id, r, f=f: f.get_db_prep_save(r.meta or {}, connection))
+            out.append(lambda _id, r, f=f: json_value(f, r.meta or {}))
         elif f.get_internal_type() == "JSONField":
-            out.append(lambda _id, r, name=f.name, f=f: f.get_db_prep_save(
-                getattr(r, name), connection))
+            out.append(lambda _id, r, name=f.name, f=f: json_value(f, getattr(r, name)))
         else:
             out.append(lambda _id, r, name=f.name: getattr(r, name))
     return out
+
+
+def json_value(field: Any, value: Any) -> Any:
+    """A JSONField's value as `get_db_prep_save` stores it (None stays NULL), without the
+    field's layers of preparation (a few µs a value, for thousands of values a request)."""
+    return None if value is None else connection.ops.adapt_json_value(value, field.encoder)
 
 
 _RUN_AT = next(i for i, f in enumerate(FIELDS) if f.name == "run")

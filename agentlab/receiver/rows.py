@@ -5,6 +5,7 @@ names; new span rows written a statement at a time."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import batched
 from typing import Any
@@ -16,6 +17,7 @@ from django.utils import timezone
 from agentlab.receiver.models import ReceivedSpan, ReceivedTrace
 from agentlab.runs.start import received_runs
 from traces.otel.decode import Span
+from traces.upsert import json_value
 
 IN_CHUNK = 500  # ids per IN (…) query, well under SQLite's bound-variable limit
 
@@ -102,7 +104,18 @@ def stored_rows(traces: dict[str, ReceivedTrace],
     return out
 
 
-def insert(rows: list[ReceivedSpan]) -> None:
+@dataclass
+class NewSpan:
+    """A ReceivedSpan row to insert (a model instance costs more to make than to write)."""
+
+    trace_id: int
+    span_id: str
+    seq: int
+    data: dict[str, Any] | None = None
+    pk: None = None
+
+
+def insert(rows: list[NewSpan]) -> None:
     """ReceivedSpan rows, one statement per IN_CHUNK (bulk_create builds a model's worth of
     work per row; these are the receiver's most written rows)."""
     if not rows:
@@ -115,8 +128,7 @@ def insert(rows: list[ReceivedSpan]) -> None:
         for chunk in batched(rows, IN_CHUNK):
             params: list[Any] = []
             for row in chunk:
-                params += [row.trace_id, row.span_id, row.seq,
-                           data.get_db_prep_save(row.data, connection)]
+                params += [row.trace_id, row.span_id, row.seq, json_value(data, row.data)]
             cursor.execute(head + ", ".join(["(%s, %s, %s, %s)"] * len(chunk)), params)
 
 
