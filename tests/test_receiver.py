@@ -370,6 +370,7 @@ async def test_a_trace_sent_in_many_requests_reads_whole_exactly_as_its_import(
         user, token, held_here):
     """Every field of every step: whether this process held the open trace's spans (its live
     rows renumbered in place) or must read them back (another process took some of them)."""
+    held.clear()  # what earlier tests left open
     trace = agent_trace(random.Random(7), "many-requests", 40)
     spans = export_order([trace])
     for part in batches(spans, 7):
@@ -387,4 +388,4 @@ async def test_a_trace_sent_in_many_requests_reads_whole_exactly_as_its_import(
     run = await Run.objects.aget(pk=run.pk)
     assert (run.status, run.step_count, run.llm_calls, run.tool_calls) == (
         "succeeded", 39, 13, 13)
-    assert held.spans_held() == 0
+    assert held.spans_held() == 0  # taken by the whole read: nothing left behind

@@ -20,9 +20,10 @@ from django.db import transaction
 from traces.otel.decode import Span
 from traces.schema import Step as StepRecord
 
-# About 10 MB per 1,000 spans of the bench's agent (their attributes, parsed inputs and
-# steps): 50,000 spans is a few hundred MB at most, whatever the number of open traces.
-MAX_SPANS = 50_000
+# About 7 MB per 1,000 spans of the bench's agent (their attributes, parsed inputs and
+# steps): 20,000 spans (a 10,000-span trace twice over) is ~150 MB at most, whatever the
+# number of open traces.
+MAX_SPANS = 20_000
 
 
 @dataclass

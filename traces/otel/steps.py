@@ -70,7 +70,7 @@ def run_from_trace(spans: list[Span], known: Mapping[str, Step] | None = None,
         step = (replace(made, seq=len(steps) + 1, parent=parent, meta=dict(made.meta))
                 if made is not None else step_from_span(span, len(steps) + 1, parent))
         kept.where(step, span, main)
-        if calls.records_call(span):
+        if step.kind == "llm" and calls.records_call(span):  # only llm steps are demoted
             called.add(step.seq)
         steps.append(step)
         kids = sorted(children.get(span.span_id, []), key=lambda s: s.start_ns)
