@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.utils import timezone
 
 from agentlab.receiver.models import ReceivedSpan, ReceivedTrace
@@ -91,31 +92,39 @@ def _make(user: Any, project: str, wanted: dict[str, list[Span]]) -> dict[str, R
 
 
 def stored_rows(traces: dict[str, ReceivedTrace],
-          wanted: dict[str, list[Span]]) -> dict[int, dict[str, ReceivedSpan]]:
+                wanted: dict[str, list[Span]]) -> dict[int, dict[str, SpanRow]]:
     """The stored spans (and placeholders) the request's spans and their parents name, by
     trace: looked up only for traces stored before (a new one has none)."""
     old = {t.pk: wanted[tid] for tid, t in traces.items() if not t.fresh}
     ids = sorted({s.span_id for spans in old.values() for s in spans}
                  | {s.parent_id for spans in old.values() for s in spans if s.parent_id})
-    out: dict[int, dict[str, ReceivedSpan]] = {}
+    out: dict[int, dict[str, SpanRow]] = {}
+    empty = ExpressionWrapper(Q(data__isnull=True), output_field=BooleanField())
     for chunk in batched(ids, IN_CHUNK):
-        for row in ReceivedSpan.objects.filter(trace_id__in=list(old), span_id__in=chunk):
-            out.setdefault(row.trace_id, {})[row.span_id] = row
+        for pk, trace_id, span_id, seq, is_empty in ReceivedSpan.objects.filter(
+                trace_id__in=list(old), span_id__in=chunk).values_list(
+                "pk", "trace_id", "span_id", "seq", empty):
+            out.setdefault(trace_id, {})[span_id] = SpanRow(trace_id, span_id, seq, pk=pk,
+                                                            stored=not is_empty)
     return out
 
 
 @dataclass
-class NewSpan:
-    """A ReceivedSpan row to insert (a model instance costs more to make than to write)."""
+class SpanRow:
+    """A ReceivedSpan row as the store needs it: one to insert (`pk` None), or one stored,
+    without its data (`stored`: with a span's data; else a placeholder's row). A model
+    instance costs more to make than the row to write, and a stored span's data (the whole
+    span as JSON) is never needed here."""
 
     trace_id: int
     span_id: str
     seq: int
-    data: dict[str, Any] | None = None
-    pk: None = None
+    data: dict[str, Any] | None = None  # to write
+    pk: int | None = None
+    stored: bool = False
 
 
-def insert(rows: list[NewSpan]) -> None:
+def insert(rows: list[SpanRow]) -> None:
     """ReceivedSpan rows, one statement per IN_CHUNK (bulk_create builds a model's worth of
     work per row; these are the receiver's most written rows)."""
     if not rows:

@@ -68,8 +68,8 @@ class Receipt:
 class _Batch:
     """What the request writes, for all its traces at once."""
 
-    new_rows: list[rows.NewSpan] = field(default_factory=list)
-    filled: list[ReceivedSpan] = field(default_factory=list)
+    new_rows: list[rows.SpanRow] = field(default_factory=list)
+    filled: list[rows.SpanRow] = field(default_factory=list)
     steps: list[tuple[int, StepRecord]] = field(default_factory=list)  # live (run id, step)
     new_steps: dict[int, int] = field(default_factory=dict)  # run id -> rows it adds
     whole: list[Ending] = field(default_factory=list)
@@ -138,7 +138,7 @@ def _cut_long_values(span: Span, receipt: Receipt) -> None:
 
 
 def _take(trace: ReceivedTrace, spans: list[Span],
-          known: dict[str, ReceivedSpan | rows.NewSpan],
+          known: dict[str, rows.SpanRow],
           batch: _Batch, receipt: Receipt) -> None:
     """One trace's spans: new rows, live steps (an open trace), or its whole read (a trace
     that came whole)."""
@@ -146,7 +146,7 @@ def _take(trace: ReceivedTrace, spans: list[Span],
     seen: set[str] = set()
     for span in spans:
         row = known.get(span.span_id)
-        if row is not None and row.data is not None or span.span_id in seen:
+        if row is not None and row.stored or span.span_id in seen:
             continue  # an exporter's retry, or twice in one request: nothing arrives twice
         seen.add(span.span_id)
         fresh.append(span)
@@ -169,7 +169,7 @@ def _take(trace: ReceivedTrace, spans: list[Span],
         if span.parent_id and span.parent_id != span.span_id:
             parent_row = known.get(span.parent_id)
             if parent_row is None:  # a child before its parent: a placeholder holds its place
-                parent_row = known[span.parent_id] = rows.NewSpan(
+                parent_row = known[span.parent_id] = rows.SpanRow(
                     trace.pk, span.parent_id, _take_seq(trace))
                 batch.new_rows.append(parent_row)
                 if live:
@@ -181,7 +181,7 @@ def _take(trace: ReceivedTrace, spans: list[Span],
             receipt.refuse(1, f"span {span.span_id}: {bad[1]}")
             continue
         if row is None:
-            known[span.span_id] = row = rows.NewSpan(trace.pk, span.span_id, seq)
+            known[span.span_id] = row = rows.SpanRow(trace.pk, span.span_id, seq)
             batch.new_rows.append(row)
             if live:
                 batch.new_steps[trace.run_id] = batch.new_steps.get(trace.run_id, 0) + 1
@@ -265,7 +265,7 @@ def _take_seq(trace: ReceivedTrace) -> int:
     return seq
 
 
-def _placeholder(row: rows.NewSpan, child: Span) -> StepRecord:
+def _placeholder(row: rows.SpanRow, child: Span) -> StepRecord:
     return StepRecord(seq=row.seq, parent=None, kind="thought", role="agent",
                       name="(span not arrived yet)", status="running",
                       started_at=child.start_ns / 1e9, text=WAITING,
