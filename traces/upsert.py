@@ -187,6 +187,33 @@ def add_step_counts(counts: Mapping[int, int]) -> None:
             f"WHERE {qn('id')} = %s", [(n, run_id) for run_id, n in counts.items()])
 
 
+def insert_rows(model: Any, objects: Sequence[Any]) -> list[Any]:
+    """`objects` (new instances of `model`) inserted as `bulk_create` inserts them — each
+    field's `pre_save` and `get_db_prep_save`, the new ids read back in order with RETURNING
+    — in one prepared statement per chunk: `bulk_create` compiles a placeholder per field
+    and row, ~0.15 ms a row of a wide model such as Run, when a request opens a thousand."""
+    objs = list(objects)
+    if not objs or not native():
+        return model.objects.bulk_create(objs)
+    qn = connection.ops.quote_name
+    pk = model._meta.pk
+    fields = [f for f in model._meta.concrete_fields if f is not pk]
+    head = (f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)})"
+            " VALUES ")
+    row = f"({', '.join(['%s'] * len(fields))})"
+    with connection.cursor() as cursor:
+        for start in range(0, len(objs), ROWS_PER_STATEMENT):
+            chunk = objs[start:start + ROWS_PER_STATEMENT]
+            params = [f.get_db_prep_save(f.pre_save(obj, True), connection)
+                      for obj in chunk for f in fields]
+            cursor.execute(f"{head}{', '.join([row] * len(chunk))} RETURNING {qn(pk.column)}",
+                           params)
+            for obj, (new_id,) in zip(chunk, cursor.fetchall(), strict=True):
+                obj.pk = new_id
+                obj._state.adding, obj._state.db = False, connection.alias
+    return objs
+
+
 def update_rows(model: Any, objects: Sequence[Any], names: Sequence[str]) -> None:
     """`UPDATE … SET <names> WHERE id = …` for each of `objects` (saved rows of `model`), their
     values as the ORM would store them: one executemany. `bulk_update` builds a CASE of Q

@@ -18,7 +18,7 @@ from django.utils import timezone
 from agentlab.receiver.models import ReceivedSpan, ReceivedTrace
 from agentlab.runs.start import received_runs
 from traces.otel.decode import Span
-from traces.upsert import json_value
+from traces.upsert import insert_rows, json_value
 
 IN_CHUNK = 500  # ids per IN (…) query, well under SQLite's bound-variable limit
 
@@ -83,9 +83,9 @@ def _make(user: Any, project: str, wanted: dict[str, list[Span]]) -> dict[str, R
                 "project": projects[-1], "scope": first.scope}}})
     runs = received_runs(user, fields)
     now = timezone.now()
-    made = ReceivedTrace.objects.bulk_create(
+    made = insert_rows(ReceivedTrace, [
         ReceivedTrace(run=run, user=user, trace_id=trace_id, project=p, last_span_at=now)
-        for run, trace_id, p in zip(runs, wanted, projects, strict=True))
+        for run, trace_id, p in zip(runs, wanted, projects, strict=True)])
     for trace in made:
         trace.fresh = True
     return {t.trace_id: t for t in made}
