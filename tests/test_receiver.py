@@ -7,6 +7,7 @@ test sends them with the SDK's own OTLPSpanExporter to a real daphne process."""
 from __future__ import annotations
 
 import gzip
+import random
 from datetime import timedelta
 
 import pytest
@@ -15,7 +16,8 @@ from django.test import AsyncClient
 from django.utils import timezone
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from agentlab.receiver import store
+from agentlab.bench.otlp_payload import agent_trace, batches, encode, export_order
+from agentlab.receiver import held, store
 from agentlab.receiver.models import ReceivedSpan, ReceivedTrace
 from agentlab.runs.room import going
 from agentlab.tokens.models import create_token
@@ -361,3 +363,29 @@ async def test_a_span_after_the_end_or_a_root_after_a_quiet_close_reads_the_run_
     run = await Run.objects.aget(pk=run.pk)
     assert [s.kind async for s in run.steps.order_by("seq")] == ["llm", "tool", "llm"]
     assert (run.status, run.tool_calls, run.step_count) == ("succeeded", 1, 3)
+
+
+@pytest.mark.parametrize("held_here", [True, False], ids=["held-here", "read-back"])
+async def test_a_trace_sent_in_many_requests_reads_whole_exactly_as_its_import(
+        user, token, held_here):
+    """Every field of every step: whether this process held the open trace's spans (its live
+    rows renumbered in place) or must read them back (another process took some of them)."""
+    held.clear()  # what earlier tests left open
+    trace = agent_trace(random.Random(7), "many-requests", 40)
+    spans = export_order([trace])
+    for part in batches(spans, 7):
+        if not held_here:
+            held.clear()  # as after a restart, or where another process took the spans before
+        await send(token, encode(part))
+    run = await received(user)
+    _fields, expected = run_from_trace(traces(encode(spans))[trace.hex_id])
+    rows = await sync_to_async(lambda: [s.to_record().to_dict()
+                                        for s in run.steps.order_by("seq")])()
+    for got, want in zip(rows, [s.to_dict() for s in expected], strict=True):
+        # a date column keeps microseconds: the same instant, not always the same float
+        assert got.pop("started_at") == pytest.approx(want.pop("started_at"), abs=1e-6)
+        assert got == want, {k: (got[k], want[k]) for k in got if got[k] != want[k]}
+    run = await Run.objects.aget(pk=run.pk)
+    assert (run.status, run.step_count, run.llm_calls, run.tool_calls) == (
+        "succeeded", 39, 13, 13)
+    assert held.spans_held() == 0  # taken by the whole read: nothing left behind

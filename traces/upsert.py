@@ -118,17 +118,22 @@ def _preparers() -> list[Any]:
     for f in FIELDS:
         if f.name == "run":
             out.append(lambda run_id, _r: run_id)
-        elif f.name == "started_at":
-            out.append(lambda _id, r, f=f: f.get_db_prep_save(
-                datetime.fromtimestamp(r.started_at, tz=UTC), connection))
+        elif f.name == "started_at":  # aware: what the field's own preparation comes to
+            out.append(lambda _id, r: connection.ops.adapt_datetimefield_value(
+                datetime.fromtimestamp(r.started_at, tz=UTC)))
         elif f.name == "meta":
-            out.append(lambda _id, r, f=f: f.get_db_prep_save(r.meta or {}, connection))
+            out.append(lambda _id, r, f=f: json_value(f, r.meta or {}))
         elif f.get_internal_type() == "JSONField":
-            out.append(lambda _id, r, name=f.name, f=f: f.get_db_prep_save(
-                getattr(r, name), connection))
+            out.append(lambda _id, r, name=f.name, f=f: json_value(f, getattr(r, name)))
         else:
             out.append(lambda _id, r, name=f.name: getattr(r, name))
     return out
+
+
+def json_value(field: Any, value: Any) -> Any:
+    """A JSONField's value as `get_db_prep_save` stores it (None stays NULL), without the
+    field's layers of preparation (a few µs a value, for thousands of values a request)."""
+    return None if value is None else connection.ops.adapt_json_value(value, field.encoder)
 
 
 _RUN_AT = next(i for i, f in enumerate(FIELDS) if f.name == "run")
@@ -180,6 +185,33 @@ def add_step_counts(counts: Mapping[int, int]) -> None:
         cursor.executemany(
             f"UPDATE {qn(Run._meta.db_table)} SET {qn('step_count')} = {qn('step_count')} + %s "
             f"WHERE {qn('id')} = %s", [(n, run_id) for run_id, n in counts.items()])
+
+
+def insert_rows(model: Any, objects: Sequence[Any]) -> list[Any]:
+    """`objects` (new instances of `model`) inserted as `bulk_create` inserts them — each
+    field's `pre_save` and `get_db_prep_save`, the new ids read back in order with RETURNING
+    — in one prepared statement per chunk: `bulk_create` compiles a placeholder per field
+    and row, ~0.15 ms a row of a wide model such as Run, when a request opens a thousand."""
+    objs = list(objects)
+    if not objs or not native():
+        return model.objects.bulk_create(objs)
+    qn = connection.ops.quote_name
+    pk = model._meta.pk
+    fields = [f for f in model._meta.concrete_fields if f is not pk]
+    head = (f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)})"
+            " VALUES ")
+    row = f"({', '.join(['%s'] * len(fields))})"
+    with connection.cursor() as cursor:
+        for start in range(0, len(objs), ROWS_PER_STATEMENT):
+            chunk = objs[start:start + ROWS_PER_STATEMENT]
+            params = [f.get_db_prep_save(f.pre_save(obj, True), connection)
+                      for obj in chunk for f in fields]
+            cursor.execute(f"{head}{', '.join([row] * len(chunk))} RETURNING {qn(pk.column)}",
+                           params)
+            for obj, (new_id,) in zip(chunk, cursor.fetchall(), strict=True):
+                obj.pk = new_id
+                obj._state.adding, obj._state.db = False, connection.alias
+    return objs
 
 
 def update_rows(model: Any, objects: Sequence[Any], names: Sequence[str]) -> None:

@@ -5,17 +5,20 @@ names; new span rows written a statement at a time."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import batched
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.utils import timezone
 
 from agentlab.receiver.models import ReceivedSpan, ReceivedTrace
 from agentlab.runs.start import received_runs
 from traces.otel.decode import Span
+from traces.upsert import insert_rows, json_value
 
 IN_CHUNK = 500  # ids per IN (…) query, well under SQLite's bound-variable limit
 
@@ -80,29 +83,48 @@ def _make(user: Any, project: str, wanted: dict[str, list[Span]]) -> dict[str, R
                 "project": projects[-1], "scope": first.scope}}})
     runs = received_runs(user, fields)
     now = timezone.now()
-    made = ReceivedTrace.objects.bulk_create(
+    made = insert_rows(ReceivedTrace, [
         ReceivedTrace(run=run, user=user, trace_id=trace_id, project=p, last_span_at=now)
-        for run, trace_id, p in zip(runs, wanted, projects, strict=True))
+        for run, trace_id, p in zip(runs, wanted, projects, strict=True)])
     for trace in made:
         trace.fresh = True
     return {t.trace_id: t for t in made}
 
 
 def stored_rows(traces: dict[str, ReceivedTrace],
-          wanted: dict[str, list[Span]]) -> dict[int, dict[str, ReceivedSpan]]:
+                wanted: dict[str, list[Span]]) -> dict[int, dict[str, SpanRow]]:
     """The stored spans (and placeholders) the request's spans and their parents name, by
     trace: looked up only for traces stored before (a new one has none)."""
     old = {t.pk: wanted[tid] for tid, t in traces.items() if not t.fresh}
     ids = sorted({s.span_id for spans in old.values() for s in spans}
                  | {s.parent_id for spans in old.values() for s in spans if s.parent_id})
-    out: dict[int, dict[str, ReceivedSpan]] = {}
+    out: dict[int, dict[str, SpanRow]] = {}
+    empty = ExpressionWrapper(Q(data__isnull=True), output_field=BooleanField())
     for chunk in batched(ids, IN_CHUNK):
-        for row in ReceivedSpan.objects.filter(trace_id__in=list(old), span_id__in=chunk):
-            out.setdefault(row.trace_id, {})[row.span_id] = row
+        for pk, trace_id, span_id, seq, is_empty in ReceivedSpan.objects.filter(
+                trace_id__in=list(old), span_id__in=chunk).values_list(
+                "pk", "trace_id", "span_id", "seq", empty):
+            out.setdefault(trace_id, {})[span_id] = SpanRow(trace_id, span_id, seq, pk=pk,
+                                                            stored=not is_empty)
     return out
 
 
-def insert(rows: list[ReceivedSpan]) -> None:
+@dataclass
+class SpanRow:
+    """A ReceivedSpan row as the store needs it: one to insert (`pk` None), or one stored,
+    without its data (`stored`: with a span's data; else a placeholder's row). A model
+    instance costs more to make than the row to write, and a stored span's data (the whole
+    span as JSON) is never needed here."""
+
+    trace_id: int
+    span_id: str
+    seq: int
+    data: dict[str, Any] | None = None  # to write
+    pk: int | None = None
+    stored: bool = False
+
+
+def insert(rows: list[SpanRow]) -> None:
     """ReceivedSpan rows, one statement per IN_CHUNK (bulk_create builds a model's worth of
     work per row; these are the receiver's most written rows)."""
     if not rows:
@@ -115,8 +137,7 @@ def insert(rows: list[ReceivedSpan]) -> None:
         for chunk in batched(rows, IN_CHUNK):
             params: list[Any] = []
             for row in chunk:
-                params += [row.trace_id, row.span_id, row.seq,
-                           data.get_db_prep_save(row.data, connection)]
+                params += [row.trace_id, row.span_id, row.seq, json_value(data, row.data)]
             cursor.execute(head + ", ".join(["(%s, %s, %s, %s)"] * len(chunk)), params)
 
 

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agentlab.receiver import rows
+from agentlab.receiver import held, rows
 from agentlab.receiver.models import ReceivedSpan, ReceivedTrace
 from agentlab.receiver.whole import Ending, Event, read_whole
 from traces import upsert
@@ -68,8 +68,8 @@ class Receipt:
 class _Batch:
     """What the request writes, for all its traces at once."""
 
-    new_rows: list[ReceivedSpan] = field(default_factory=list)
-    filled: list[ReceivedSpan] = field(default_factory=list)
+    new_rows: list[rows.SpanRow] = field(default_factory=list)
+    filled: list[rows.SpanRow] = field(default_factory=list)
     steps: list[tuple[int, StepRecord]] = field(default_factory=list)  # live (run id, step)
     new_steps: dict[int, int] = field(default_factory=dict)  # run id -> rows it adds
     whole: list[Ending] = field(default_factory=list)
@@ -93,6 +93,7 @@ def receive(user: Any, project: str, groups: dict[str, list[Span]]) -> Receipt:
         stored = rows.stored_rows(traces, wanted)
         for trace_id, trace in traces.items():
             _take(trace, wanted[trace_id], stored.get(trace.pk, {}), batch, receipt)
+        batch.steps = _latest(batch.steps)
         _write(traces.values(), batch)
         for run_id, step in batch.steps:
             receipt.events.append((run_id, _step_event(step, arrived)))
@@ -136,7 +137,8 @@ def _cut_long_values(span: Span, receipt: Receipt) -> None:
                      "(AGENTLAB_RECEIVER_MAX_VALUE_CHARS)")
 
 
-def _take(trace: ReceivedTrace, spans: list[Span], known: dict[str, ReceivedSpan],
+def _take(trace: ReceivedTrace, spans: list[Span],
+          known: dict[str, rows.SpanRow],
           batch: _Batch, receipt: Receipt) -> None:
     """One trace's spans: new rows, live steps (an open trace), or its whole read (a trace
     that came whole)."""
@@ -144,7 +146,7 @@ def _take(trace: ReceivedTrace, spans: list[Span], known: dict[str, ReceivedSpan
     seen: set[str] = set()
     for span in spans:
         row = known.get(span.span_id)
-        if row is not None and row.data is not None or span.span_id in seen:
+        if row is not None and row.stored or span.span_id in seen:
             continue  # an exporter's retry, or twice in one request: nothing arrives twice
         seen.add(span.span_id)
         fresh.append(span)
@@ -160,15 +162,15 @@ def _take(trace: ReceivedTrace, spans: list[Span], known: dict[str, ReceivedSpan
     whole_now = trace.fresh and any(rows.is_root(s) for s in fresh)
     # An ended trace's steps are its whole read's (numbered anew): a late span reads it again.
     live = not whole_now and not trace.done
-    taken: list[Span] = []
+    taken: list[tuple[int, Span, StepRecord]] = []
     for span in fresh:
         row = known.get(span.span_id)
         parent = None
         if span.parent_id and span.parent_id != span.span_id:
             parent_row = known.get(span.parent_id)
             if parent_row is None:  # a child before its parent: a placeholder holds its place
-                parent_row = known[span.parent_id] = ReceivedSpan(
-                    trace=trace, span_id=span.parent_id, seq=_take_seq(trace), data=None)
+                parent_row = known[span.parent_id] = rows.SpanRow(
+                    trace.pk, span.parent_id, _take_seq(trace))
                 batch.new_rows.append(parent_row)
                 if live:
                     _live(batch, trace, _placeholder(parent_row, span))
@@ -179,14 +181,14 @@ def _take(trace: ReceivedTrace, spans: list[Span], known: dict[str, ReceivedSpan
             receipt.refuse(1, f"span {span.span_id}: {bad[1]}")
             continue
         if row is None:
-            known[span.span_id] = row = ReceivedSpan(trace=trace, span_id=span.span_id, seq=seq)
+            known[span.span_id] = row = rows.SpanRow(trace.pk, span.span_id, seq)
             batch.new_rows.append(row)
             if live:
                 batch.new_steps[trace.run_id] = batch.new_steps.get(trace.run_id, 0) + 1
         elif row.pk is not None:
             batch.filled.append(row)
         row.data = rows.stored(span)
-        taken.append(span)
+        taken.append((seq, span, step))
         trace.spans += 1
         if rows.is_root(span):
             trace.root_span_id = span.span_id
@@ -195,9 +197,28 @@ def _take(trace: ReceivedTrace, spans: list[Span], known: dict[str, ReceivedSpan
     trace.last_span_at = timezone.now()
     if whole_now:
         trace.done = True
-        batch.whole.append(Ending(trace, taken))
-    elif trace.root_span_id or trace.done:  # the root came, or it came after a quiet close
+        batch.whole.append(Ending(trace, [span for _seq, span, _step in taken],
+                                  {span.span_id: step for _seq, span, step in taken}))
+        return
+    if live:  # the whole read at its end takes these instead of reading them back
+        held.add_on_commit(trace.pk, taken)
+    if trace.root_span_id or trace.done:  # the root came, or it came after a quiet close
         receipt.ending.append(trace.pk)  # `finish` marks it done (if it fails: the quiet sweep)
+
+
+def _latest(steps: list[tuple[int, StepRecord]]) -> list[tuple[int, StepRecord]]:
+    """One version of each (run, seq): the last, in the place of the first. A placeholder
+    whose span came in the same request is one row to write (an upsert may not touch a row
+    twice) and one frame to send, still before the children that came first."""
+    at: dict[tuple[int, int], int] = {}
+    out: list[tuple[int, StepRecord]] = []
+    for run_id, step in steps:
+        if (key := (run_id, step.seq)) in at:
+            out[at[key]] = (run_id, step)
+        else:
+            at[key] = len(out)
+            out.append((run_id, step))
+    return out
 
 
 def _live(batch: _Batch, trace: ReceivedTrace, step: StepRecord, counted: bool = False) -> None:
@@ -244,7 +265,7 @@ def _take_seq(trace: ReceivedTrace) -> int:
     return seq
 
 
-def _placeholder(row: ReceivedSpan, child: Span) -> StepRecord:
+def _placeholder(row: rows.SpanRow, child: Span) -> StepRecord:
     return StepRecord(seq=row.seq, parent=None, kind="thought", role="agent",
                       name="(span not arrived yet)", status="running",
                       started_at=child.start_ns / 1e9, text=WAITING,
@@ -253,6 +274,8 @@ def _placeholder(row: ReceivedSpan, child: Span) -> StepRecord:
 
 def _step_event(step: StepRecord, arrived: float) -> dict[str, Any]:
     # version: a placeholder is 1, its span 2 (the page caches a rendering by seq and version).
-    return {"type": "run.step", "seq": step.seq, "step": step.to_dict(),
+    # A shallow copy, not to_dict()'s deep one: nothing changes a received step once made
+    # (the whole read changes copies of it), and its values are JSON's already.
+    return {"type": "run.step", "seq": step.seq, "step": dict(vars(step)),
             "version": 1 if step.meta.get("placeholder") else 2,
             "recorded_at": arrived, "sent_at": time.time()}

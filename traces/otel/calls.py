@@ -22,9 +22,11 @@ _CALL_KEYS = {"llm.finish_reason", "gen_ai.input.messages", "gen_ai.output.messa
 def records_call(span: Span) -> bool:
     """Does the span record a model call itself: messages, tokens, a finish reason, a reply?"""
     a = span.attributes
-    return ("agentlab.step.kind" in a or oi.is_chat_request(parsed(a.get("input.value")))
+    # The cheap tests first: parsing input.value (a whole request, often) comes last.
+    return ("agentlab.step.kind" in a
             or any(k.startswith(_CALL_PREFIXES) or k in _CALL_KEYS for k in a)
-            or any(name in genai.EVENTS for name, _w, _a in span.events))
+            or any(name in genai.EVENTS for name, _w, _a in span.events)
+            or oi.is_chat_request(parsed(a.get("input.value"))))
 
 
 def demote(steps: list[Step], calls: set[int]) -> None:

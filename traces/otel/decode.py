@@ -113,14 +113,20 @@ class _Counter:
 def count_wire(data: bytes, counter: _Counter) -> None:
     """Count every repeated field of an ExportTraceServiceRequest on the wire, without
     building a message: OTLPError at the first count over its limit. Only the messages that
-    hold counted fields are entered; everything else is skipped by its length."""
+    hold counted fields are entered; everything else is skipped by its length. (The usual
+    one-byte varints and plain attributes are read inline: this runs for every request.)"""
+    limits = {what: getattr(counter.limits, what) for what in _WHAT}
     # (message kind, position, end, depth, counts of this message)
     stack: list[tuple[int, int, int, int, dict[str, int]]] = [(_REQUEST, 0, len(data), 0, {})]
     while stack:
         kind, pos, end, depth, counts = stack.pop()
         fields = _SCHEMA[kind]
         while pos < end:
-            key, pos = _varint(data, pos, end)
+            key = data[pos]
+            if key < 0x80:
+                pos += 1
+            else:
+                key, pos = _varint(data, pos, end)
             number, wire = key >> 3, key & 7
             if wire == 0:
                 _, pos = _varint(data, pos, end)
@@ -130,13 +136,19 @@ def count_wire(data: bytes, counter: _Counter) -> None:
             elif wire == 5:
                 pos += 4
             elif wire == 2:
-                size, pos = _varint(data, pos, end)
+                if pos < end and data[pos] < 0x80:
+                    size = data[pos]
+                    pos += 1
+                else:
+                    size, pos = _varint(data, pos, end)
                 child = fields.get(number)
                 if child is not None:
                     _, what, child_kind = child
                     if what:
-                        counts[what] = counts.get(what, 0) + 1
-                        counter.check(kind, what, counts[what])
+                        n = counts[what] = counts.get(what, 0) + 1
+                        if n > limits[what] or counter.total >= counter.limits.total:
+                            counter.check(kind, what, n)  # raises, saying which limit
+                        counter.total += 1
                     if child_kind in (_ANY, _ARRAY, _KVLIST, _KV) and depth > MAX_NESTING:
                         raise OTLPError(f"attribute values nested more than {MAX_NESTING} "
                                         "levels deep")

@@ -7,6 +7,7 @@ removed too: an upload comes in whole or not at all.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,14 +54,18 @@ def _read(data: bytes | str) -> list[tuple[dict[str, Any], list[Step]]]:
     return [draft(trace, spans) for trace, spans in groups.items()]
 
 
-def draft(trace: str, spans: list[Span]) -> tuple[dict[str, Any], list[Step]]:
-    """One trace's run fields and steps, checked (OTLPError says what cannot be stored)."""
-    fields, steps = run_from_trace(spans)
+def draft(trace: str, spans: list[Span], known: Mapping[str, Step] | None = None,
+          ) -> tuple[dict[str, Any], list[Step]]:
+    """One trace's run fields and steps, checked (OTLPError says what cannot be stored);
+    `known`: see run_from_trace."""
+    fields, steps = run_from_trace(spans, known)
     depth = settings.AGENTLAB_IMPORT_MAX_DEPTH
     if (deep := too_deep_step({s.seq: s.parent for s in steps}, depth)) is not None:
         raise OTLPError(f"trace {trace}: spans nest {deep[1]:,} levels deep; at most "
                         f"{depth:,} are allowed (AGENTLAB_IMPORT_MAX_DEPTH)")
     for step in steps:
+        if known and step.meta.get("otel.span_id") in known:
+            continue  # checked when it was made; reading whole adds only text to it
         if (bad := bad_value([step.input, step.output, step.meta])) is not None:
             raise OTLPError(f"trace {trace}, span {step.meta.get('otel.span_id')}: {bad[1]}")
     fields["started_at"] = _when(fields.pop("started_at_ns"))

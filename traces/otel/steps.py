@@ -13,6 +13,8 @@ thought. Attributes, events and links nothing here reads are kept on the step's 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from traces.otel import calls, frameworks, genai, kept
@@ -37,8 +39,11 @@ NO_TOOL_CONTENT = ("the instrumentation recorded no tool arguments or result on 
                    f"set {_GENAI_CONTENT} to see them")
 
 
-def run_from_trace(spans: list[Span]) -> tuple[dict[str, Any], list[Step]]:
-    """(Run fields, steps) of one trace's spans."""
+def run_from_trace(spans: list[Span], known: Mapping[str, Step] | None = None,
+                   ) -> tuple[dict[str, Any], list[Step]]:
+    """(Run fields, steps) of one trace's spans. `known`: steps already made of some of them
+    by `step_from_span` (the live receiver's, by span id), taken instead of made again: a
+    step is its span's whatever its seq and parent, which are set here."""
     by_id = {s.span_id: s for s in spans}
     children: dict[str, list[Span]] = {}
     roots = []
@@ -61,9 +66,11 @@ def run_from_trace(spans: list[Span]) -> tuple[dict[str, Any], list[Step]]:
         if span.span_id in seen:
             continue
         seen.add(span.span_id)
-        step = step_from_span(span, len(steps) + 1, parent)
+        made = known.get(span.span_id) if known else None
+        step = (replace(made, seq=len(steps) + 1, parent=parent, meta=dict(made.meta))
+                if made is not None else step_from_span(span, len(steps) + 1, parent))
         kept.where(step, span, main)
-        if calls.records_call(span):
+        if step.kind == "llm" and calls.records_call(span):  # only llm steps are demoted
             called.add(step.seq)
         steps.append(step)
         kids = sorted(children.get(span.span_id, []), key=lambda s: s.start_ns)
