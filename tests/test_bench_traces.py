@@ -94,3 +94,24 @@ def test_the_otlp_file_is_the_synthetic_run_spans_and_all(tmp_path, monkeypatch)
     assert len(plans) == 3 and all(s.parent in plans for s in steps if s.kind == "tool")
     assert len({s.parent for s in steps if s.kind == "tool"}) == 3  # each chunk's own plan
 
+
+def test_phoenix_says_it_is_not_installed_and_measures_the_rest(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("AGENTLAB_PHOENIX_PYTHON", str(tmp_path / "no-phoenix" / "python"))
+    call_command("bench_traces", "--only", "page", "--sizes", "30", "--no-browser", "--phoenix")
+    out = capsys.readouterr().out
+    assert re.search(r"Phoenix anchor: skipped: Phoenix 20\.26\.1 not installed \(.+; "
+                     r"scripts/test installs it, or set AGENTLAB_PHOENIX_PYTHON\)", out), out
+    assert re.search(r"^\s+30\s+\d+ ms", out, re.M)  # the run page was measured all the same
+    assert Run.objects.count() == 0
+
+
+@pytest.mark.skipif(not __import__("agentlab.bench.phoenix_trace").bench.phoenix_trace.python(),
+                    reason="Phoenix's virtualenv is not installed (scripts/test installs it)")
+def test_phoenix_anchor_opens_the_same_trace_in_both(capsys):
+    call_command("bench_traces", "--only", "page", "--sizes", "", "--phoenix",
+                 "--phoenix-spans", "40")
+    out = capsys.readouterr().out
+    assert "The same trace opened in Agent Lab and in Phoenix 20.26.1" in out, out
+    assert re.search(r"^\s+40\s+[\d.]+ s \+ \d+ ms\s+[\d.]+ s \([\d.]+ → [\d.]+ → \+[\d.]+\)$",
+                     out, re.M), out
+    assert Run.objects.count() == 0

@@ -94,6 +94,43 @@ def _rss_kib() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
 
 
+def open_trace(otlp: bytes, user: Any, first_byte: Callable[[str], float],
+               discard: Callable[[int], None]) -> dict[str, Any]:
+    """The anchor's trace opened here: imported as the Import page does, then its run page's
+    first byte (`first_byte(url)`, seconds); the run is deleted."""
+    from django.urls import reverse
+
+    started = time.perf_counter()
+    (run,) = import_file(otlp, user=user)
+    imported = time.perf_counter() - started
+    try:
+        page = first_byte(reverse("run", args=[run.pk]))
+    finally:
+        discard(run.pk)
+    return {"import_s": imported, "page_s": page, "steps": run.step_count}
+
+
+def report_anchor(out: Callable[[str], None], phoenix: dict[str, Any],
+                  ours: list[dict[str, Any]]) -> None:
+    """The same trace in Agent Lab and in Phoenix, side by side."""
+    if "skipped" in phoenix:
+        out(f"Phoenix anchor: skipped: {phoenix['skipped']}")
+        return
+    out(f"The same trace opened in Agent Lab and in Phoenix {phoenix['version']} (this machine)")
+    out(f"  {'spans':>8}  {'Agent Lab: import + run page':>30}  "
+        f"{'Phoenix: sent → counted → all read':>36}")
+    for theirs, mine in zip(phoenix["traces"], ours, strict=True):
+        lab = f"{mine['import_s']:.1f} s + {mine['page_s'] * 1000:.0f} ms"
+        if theirs["seconds"] is None:
+            them = f"not all within {theirs['sent_s'] + (theirs['counted_s'] or 0):.0f} s"
+        else:
+            them = (f"{theirs['seconds']:.1f} s ({theirs['sent_s']:.1f} → "
+                    f"{theirs['counted_s']:.1f} → +{theirs['read_s']:.1f})")
+        out(f"  {theirs['spans']:>8,}  {lab:>30}  {them:>36}")
+    out("  Agent Lab: the OTLP imported as the Import page does, then the run page's first "
+        "byte; Phoenix: from the first request until its API gives every span of the trace")
+
+
 def report(out: Callable[[str], None], figures: dict[str, Any]) -> None:
     out(f"OTLP import of {figures['spans']:,} spans ({figures['bytes'] / 2**20:,.1f} MiB "
         f"protobuf, through the Import page's importer): {figures['seconds']:.1f} s, "

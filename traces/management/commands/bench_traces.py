@@ -24,7 +24,7 @@ from django.http import StreamingHttpResponse
 from django.test import Client
 from django.urls import reverse
 
-from traces import bundle_store, timeline_summary
+from traces import bundle_store, hooks, timeline_summary
 from traces.diff import diff_steps, word_diffs
 from traces.diff_pages import Subtrees, page, start_of
 from traces.management import bench_import, bench_page
@@ -136,6 +136,11 @@ class Command(BaseCommand):
         parser.add_argument("--only", choices=PARTS, action="append",
                             help="Measure only this part (repeatable): page, runs, diff or "
                                  "import; e.g. --only diff --diff-sizes 1000,10000,30000,100000")
+        parser.add_argument("--phoenix", action="store_true",
+                            help="The anchor: the same trace opened here and in Arize Phoenix "
+                                 "(its virtualenv: AGENTLAB_PHOENIX_PYTHON)")
+        parser.add_argument("--phoenix-spans", default="10000",
+                            help="Spans of each --phoenix trace (comma-separated)")
         parser.add_argument("--import-spans", type=int, default=100_000,
                             help="Spans of the OTLP file --only import imports (1000000: the "
                                  "issue's figure, ~10× the time and memory of 100000)")
@@ -143,7 +148,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, sizes: str, runs: int, diff_sizes: str, quick: bool,
                keep: bool, only: list[str] | None = None, no_browser: bool = False,
                shots: str | None = None, reuse: bool = False, import_spans: int = 100_000,
-               **options: Any) -> None:
+               phoenix: bool = False, phoenix_spans: str = "10000", **options: Any) -> None:
         if quick:
             sizes, runs, diff_sizes = "1000", 1000, "1000"
         if only:
@@ -168,6 +173,7 @@ class Command(BaseCommand):
             listing = self._listing(user, runs, made) if runs else None
             diff_ms = [(n, *self._diff(n)) for n in diffs]
             imported = self._import(user, import_spans) if import_spans > 1 else None
+            anchor = self._phoenix(user, phoenix_spans) if phoenix else None
         finally:
             if not keep:
                 self.stdout.write(f"deleting {len(made):,} generated runs…")
@@ -180,6 +186,8 @@ class Command(BaseCommand):
             bench_page.report(self.stdout.write, pages, long)
         if imported:
             bench_import.report(self.stdout.write, imported)
+        if anchor:
+            bench_import.report_anchor(self.stdout.write, *anchor)
 
     # ------------------------------------------------------------------ measures
 
@@ -280,6 +288,18 @@ class Command(BaseCommand):
             bench_import.write_otlp(path, n, iter_synthetic_steps(n - 1), T0)
             self.stdout.write(f"importing it ({path.stat().st_size / 2**20:,.1f} MiB)…")
             return bench_import.measure(path, user, bundle_store.discard)
+
+    def _phoenix(self, user: Any, sizes: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Traces sent to Phoenix (the hook `phoenix_anchor`), then opened here."""
+        answer = hooks.hook("phoenix_anchor")
+        if answer is None:
+            return {"skipped": "no hook answers phoenix_anchor (agentlab is not installed)"}, []
+        self.stdout.write(f"Phoenix: traces of {sizes} spans (minutes)…")
+        phoenix = answer([int(s) for s in sizes.split(",") if s])
+        ours = [bench_import.open_trace(t["otlp"], user, lambda url: self._get(user, url)[0],
+                                        bundle_store.discard)
+                for t in phoenix.get("traces", [])]
+        return phoenix, ours
 
     def _get(self, user: Any, url: str) -> tuple[float, float, int]:
         """(seconds to the first byte, seconds to the last, bytes) of one GET, server side."""
