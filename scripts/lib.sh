@@ -174,3 +174,31 @@ ensure_frameworks() {
   touch "$dir/.complete"
   step "Agent frameworks installed in $((SECONDS - start)) s"
 }
+
+# LiteLLM's proxy, the anchor of `manage.py bench_gateway` (requirements-litellm.txt), in its own
+# virtualenv cached like Phoenix's; named by its version. Not installed by scripts/test: run
+# `source scripts/lib.sh && ensure_litellm "$(find_python)"` once, then the bench finds it
+# (or AGENTLAB_LITELLM_PYTHON="$(litellm_venv)/bin/python").
+litellm_venv() {
+  local version
+  version=$(sed -nE 's/^litellm(\[proxy\])?==([^ ]+).*/\2/p' requirements-litellm.txt)
+  echo "${AGENTLAB_LITELLM_CACHE:-$HOME/.cache/agentlab}/litellm-$version"
+}
+
+ensure_litellm() {
+  local python=$1 dir
+  dir=$(litellm_venv)
+  if [ -f "$dir/.complete" ]; then
+    step "LiteLLM already installed in $dir"
+    return 0
+  fi
+  step "Installing LiteLLM's proxy into $dir (once; about 2 minutes)"
+  local start=$SECONDS
+  rm -rf "$dir"
+  "$python" -m venv "$dir"
+  # Not only under set -e (scripts/test): a failed install is never marked complete.
+  pip_with_progress "$dir/bin/python" -m pip install --progress-bar off \
+    -r requirements-litellm.txt || return 1
+  touch "$dir/.complete"
+  step "LiteLLM installed in $((SECONDS - start)) s"
+}

@@ -6,6 +6,8 @@ frameworks' own agents run through it in tests/test_gateway_frameworks.py."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from asgiref.sync import sync_to_async
 
@@ -15,6 +17,7 @@ from tests.gateway_clients import (
     APP,
     CALL,
     QUESTION,
+    TOOLS,
     answer,
     control,
     in_process,
@@ -217,6 +220,7 @@ async def test_a_tool_breakpoint_holds_the_agent_until_the_person_edits_and_resu
     said, _ = await asyncio.wait_for(agent, 10)
     assert said == "In Paris it is hail."
     assert fake_llm.requests[-1]["messages"][-1]["content"] == "hail"
+    await end_session(token, session["session"])  # its rows are written ahead, by its end
     tool = await step_of(run.pk, "tool")
     assert tool.text == "hail" and tool.meta["edited"] is True
 
@@ -340,3 +344,89 @@ async def test_embeddings_pass_through_to_the_profile_and_are_not_recorded(user,
     assert [v.embedding[0] for v in vectors.data] == [2.0, 4.0]
     assert fake_llm.requests[-1]["model"] == "scripted-model"  # the profile's own name
     assert not await Run.objects.filter(user=user).aexists()
+
+
+async def test_a_sessions_run_keeps_the_trace_id_its_agent_propagates(user, token, profile,
+                                                                      fake_llm, ended):
+    fake_llm.script(answer("sunny"))
+    session = await open_session(token, name="traced.py")
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    await in_process(token, f"/gateway/s/{session['session']}/v1").chat.completions.create(
+        model="scripted", messages=[{"role": "user", "content": "hi"}],
+        extra_headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01"})
+    run = await Run.objects.aget(user=user)
+    assert run.agent_snapshot["gateway"]["trace_id"] == trace
+    assert run.agent_snapshot["gateway"]["grouped_by"] == "session"
+
+
+# --- what real frameworks send (tests/test_gateway_frameworks.py runs the frameworks) ---------
+
+def parts(text: str) -> list[dict]:
+    return [{"type": "text", "text": text}]
+
+
+def smolagents_turn(reply, observation: str) -> list[dict]:
+    """A reply and its tool result as smolagents sends them back: the reply's text, then its
+    calls written out ("Calling tools:\\n" and a Python literal), the result as a user message
+    "Observation:\\n…"; every content as a list of text parts."""
+    calls = [{"id": c.id, "type": "function",
+              "function": {"name": c.function.name, "arguments": json.loads(c.function.arguments)}}
+             for c in reply.tool_calls]
+    said = [{"role": "assistant", "content": parts(reply.content)}
+            ] if reply.content is not None else []
+    return [*said, {"role": "assistant", "content": parts(f"Calling tools:\n{calls}")},
+            {"role": "user", "content": parts(f"Observation:\n{observation}")}]
+
+
+async def smolagents_loop(client, observation: str = "sunny") -> str:
+    messages = [{"role": "system", "content": parts("You answer.")},
+                {"role": "user", "content": parts(QUESTION)}]
+    reply = (await client.chat.completions.create(model="scripted", messages=messages,
+                                                  tools=TOOLS)).choices[0].message
+    messages += smolagents_turn(reply, observation)
+    final = await client.chat.completions.create(model="scripted", messages=messages,
+                                                 tools=TOOLS)
+    return final.choices[0].message.content
+
+
+async def test_calls_and_results_written_out_as_smolagents_does_are_one_run_with_its_tool(
+        user, token, profile, fake_llm, ended):
+    fake_llm.script(CALL, answer("sunny"))
+    assert await smolagents_loop(in_process(token)) == "In Paris it is sunny."
+    run = await Run.objects.aget(user=user)  # one run, grouped by the conversation
+    assert [s[1:3] for s in await sync_to_async(steps_of)(run.pk)] == [
+        ("llm", "scripted-model"), ("tool", "get_weather"), ("llm", "scripted-model")]
+    tool = await step_of(run.pk, "tool")
+    assert tool.input == {"city": "Paris"} and tool.text == "sunny"
+
+
+async def test_an_observation_written_out_is_edited_where_it_was_written(user, token, profile,
+                                                                         fake_llm, ended):
+    fake_llm.script(CALL, answer("sunny"))
+    session = await open_session(token)
+    await smolagents_loop(in_process(token, f"/gateway/s/{session['session']}/v1"))
+    source = (await end_session(token, session["session"]))["run"]
+    fake_llm.script(answer("hail"))
+    session = await open_session(token, mode="fork", source=source, fork_seq=2,
+                                 edit={"observation": "hail"})
+    said = await smolagents_loop(in_process(token, f"/gateway/s/{session['session']}/v1"))
+    assert said == "In Paris it is hail." and len(fake_llm.requests) == 3
+    sent = fake_llm.requests[-1]["messages"][-1]
+    assert sent["role"] == "user" and sent["content"] == "Observation:\nhail"
+
+
+def test_a_reply_with_text_and_calls_written_out_in_two_messages_continues_its_run():
+    from agentlab.gateway.grouping import prefix_keys, turn_key
+
+    reply = {"role": "assistant", "content": "Let me look.", "tool_calls": [
+        {"id": "call_7", "type": "function",
+         "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}
+    asked = [{"role": "user", "content": QUESTION}]
+    sent = [*asked, {"role": "assistant", "content": [{"type": "text", "text": "Let me look."}]},
+            {"role": "assistant", "content": "Calling tools:\n[{'id': 'call_7', 'type': "
+             "'function', 'function': {'name': 'get_weather', 'arguments': {'city': 'Paris'}}}]"},
+            {"role": "user", "content": "Observation:\nsunny"}]
+    assert prefix_keys(sent)[0][1] == turn_key(asked, reply)
+    # Text that only looks like it is read as text.
+    odd = [*asked, {"role": "assistant", "content": "Calling tools:\n__import__('os')"}]
+    assert prefix_keys(odd)[0][1] != turn_key(asked, reply)

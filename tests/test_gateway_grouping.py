@@ -23,7 +23,7 @@ def test_a_request_continues_the_reply_it_extends_however_the_client_wrote_it_do
              {"role": "user", "content": "Weather?"}, resent,
              {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
     assert prefix_keys(later)[0] == (3, key)
-    assert tool_results(later, 3) == [("call_1", "sunny")]
+    assert tool_results(later) == [(3, "call_1", "sunny")]
 
 
 def test_what_a_reply_said_is_part_of_its_key():

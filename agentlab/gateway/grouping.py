@@ -11,11 +11,14 @@ otherwise (`traceparent`).
 
 Normalised: what a client may re-send differently without meaning anything else — null and
 empty fields, content as a list of text parts, a tool call's arguments re-serialised — compares
-equal.
+equal. smolagents sends a reply's tool calls back written out as text (an assistant message
+`Calling tools:\n[{'id': …, 'function': {…}}]`, a Python literal) and their results as a user
+message `Observation:\n…`: read as the tool calls and tool results they stand for.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import re
@@ -23,6 +26,8 @@ from collections.abc import Sequence
 from typing import Any
 
 TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
+CALLING, OBSERVATION = "Calling tools:\n", "Observation:\n"  # smolagents' transcripts
+TRANSCRIPT_CHARS = 100_000  # longer "Calling tools" text is not parsed: read as plain text
 
 
 def trace_id(traceparent: str | None) -> str | None:
@@ -53,10 +58,30 @@ def _arguments(raw: Any) -> str:
     return _canonical(raw)
 
 
+def written_calls(message: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The tool calls an assistant message writes out as smolagents does (None if it does
+    not): `Calling tools:\n` and the calls as a Python literal, arguments as a dict."""
+    if message.get("role") != "assistant" or message.get("tool_calls"):
+        return None
+    text = text_of(message.get("content"))
+    if not text.startswith(CALLING) or len(text) > TRANSCRIPT_CHARS:
+        return None
+    try:
+        calls = ast.literal_eval(text[len(CALLING):].strip())
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(calls, list) or not calls or not all(
+            isinstance(c, dict) and isinstance(c.get("function"), dict) for c in calls):
+        return None
+    return calls
+
+
 def normal(message: dict[str, Any]) -> dict[str, Any]:
     """What a message says, without how it was written down."""
-    out: dict[str, Any] = {"role": message.get("role"), "content": text_of(message.get("content"))}
-    calls = message.get("tool_calls") or []
+    written = written_calls(message)
+    out: dict[str, Any] = {"role": message.get("role"),
+                           "content": "" if written else text_of(message.get("content"))}
+    calls = written or message.get("tool_calls") or []
     if isinstance(calls, list) and calls:
         out["tool_calls"] = [
             [c.get("id") or "", (c.get("function") or {}).get("name") or "",
@@ -70,7 +95,17 @@ def normal(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def normal_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [normal(m) for m in messages]
+    """Normalised; a reply's text and its written-out calls (smolagents sends them as two
+    assistant messages) become one message again, as the reply was."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        n = normal(message)
+        if (out and not n["content"] and written_calls(message) is not None
+                and out[-1]["role"] == "assistant" and "tool_calls" not in out[-1]):
+            out[-1] = {**out[-1], "tool_calls": n["tool_calls"]}
+        else:
+            out.append(n)
+    return out
 
 
 def normal_request(request: dict[str, Any]) -> dict[str, Any]:
@@ -112,11 +147,26 @@ def prefix_keys(messages: Sequence[dict[str, Any]]) -> list[tuple[int, str]]:
     return found[::-1]
 
 
-def tool_results(messages: Sequence[dict[str, Any]], start: int) -> list[tuple[str, str]]:
-    """(tool_call_id, text) of the tool results at or after message `start`: what the agent
-    did with the reply the request continues."""
-    return [(m["tool_call_id"], text_of(m.get("content"))) for m in messages[start:]
-            if m.get("role") in ("tool", "function") and m.get("tool_call_id")]
+def tool_results(messages: Sequence[dict[str, Any]]) -> list[tuple[int, str, str]]:
+    """(index, tool call id, text) of each tool result a conversation carries: `role: tool`
+    (or `function`) messages, and smolagents' `Observation:` after its written-out calls (one
+    text for all the calls of that reply)."""
+    out = []
+    for i, m in enumerate(messages):
+        role = m.get("role")
+        if role in ("tool", "function") and m.get("tool_call_id"):
+            out.append((i, str(m["tool_call_id"]), text_of(m.get("content"))))
+        elif role == "user" and i and (calls := written_calls(messages[i - 1])):
+            text = text_of(m.get("content"))
+            if text.startswith(OBSERVATION):
+                out += [(i, str(c.get("id")), text[len(OBSERVATION):]) for c in calls
+                        if c.get("id")]
+    return out
+
+
+def with_result(message: dict[str, Any], text: str) -> dict[str, Any]:
+    """A tool result message saying `text` instead, written as it came."""
+    return {**message, "content": OBSERVATION + text if message.get("role") == "user" else text}
 
 
 def question(messages: Sequence[dict[str, Any]]) -> str:

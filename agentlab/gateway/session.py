@@ -21,7 +21,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from agentlab.gateway.control import GatewayControl
-from agentlab.gateway.grouping import normal_request, text_of
+from agentlab.gateway.grouping import normal_request, tool_results, with_result
 from agentlab.gateway.protocol import ChatRequest, GatewayError
 from agentlab.guardrails.checks import Check
 from agentlab.guardrails.decisions import decision_step
@@ -168,12 +168,11 @@ class Session:
     async def tool_results(self, messages: list[dict[str, Any]]) -> None:
         """Record the tool results this request carries for the calls of earlier replies
         (each once), holding at a tool breakpoint; edits join the substitutions."""
-        for message in messages:
-            call_id = message.get("tool_call_id")
-            if message.get("role") not in ("tool", "function") or call_id not in self.calls:
+        for _index, call_id, sent in tool_results(messages):
+            if call_id not in self.calls:
                 continue
             call = self.calls.pop(call_id)
-            text = self.substitutions.get(call_id, text_of(message.get("content")))
+            text = self.substitutions.get(call_id, sent)
             step = Step(seq=self._next(), kind="tool", name=call.name, input=call.arguments,
                         status="running", started_at=call.replied_at,
                         meta={"call_id": call_id, "ran_by": "agent"})
@@ -205,8 +204,11 @@ class Session:
         """The conversation with every edited tool result in place of the agent's own."""
         if not self.substitutions:
             return messages
-        return [{**m, "content": self.substitutions[m["tool_call_id"]]}
-                if m.get("tool_call_id") in self.substitutions else m for m in messages]
+        out = list(messages)
+        for index, call_id, _text in tool_results(messages):
+            if call_id in self.substitutions:
+                out[index] = with_result(out[index], self.substitutions[call_id])
+        return out
 
     async def open_call(self, request: ChatRequest, model: str
                         ) -> tuple[Step, ChatRequest, ChatResult | None]:

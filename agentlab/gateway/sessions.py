@@ -58,10 +58,12 @@ class Table:
 
     async def find(self, user: Any, request: ChatRequest, route: Route, *,
                    session_key: str | None = None, traceparent: str | None = None) -> Session:
-        """The session of this request, opened (with its run) when it is the first."""
-        if session_key:
-            return await self._explicit(user, session_key, request, route)
+        """The session of this request, opened (with its run) when it is the first. A run
+        keeps the trace id its first request carried, whatever grouped it: its received run
+        (the same agent's spans) links to it by that."""
         trace = trace_id(traceparent)
+        if session_key:
+            return await self._explicit(user, session_key, request, route, trace or "")
         if trace is not None:
             key = f"t:{trace}"
             return self._live(user.pk, key) or await self._open_once(
@@ -69,7 +71,8 @@ class Table:
         for _end, key in prefix_keys(request.messages):
             if (found := self._live(user.pk, f"c:{key}")) is not None:
                 return found
-        return await self._open(user, request, route, grouped_by="conversation")
+        return await self._open(user, request, route, grouped_by="conversation",
+                                trace=trace or "")
 
     def remember(self, session: Session, messages: list[dict[str, Any]],
                  reply: dict[str, Any]) -> None:
@@ -91,7 +94,8 @@ class Table:
             calls.append(call)
         return dataclasses.replace(result, tool_calls=calls) if calls else result
 
-    async def _explicit(self, user: Any, key: str, request: ChatRequest, route: Route) -> Session:
+    async def _explicit(self, user: Any, key: str, request: ChatRequest, route: Route,
+                        trace: str) -> Session:
         if (found := self._live(user.pk, f"s:{key}")) is not None:
             return found
         row = await _session_row(user, key)
@@ -102,7 +106,7 @@ class Table:
             return await self._open_once(user, f"s:{key}", request, route, row=row,
                                          grouped_by="session", resume=row.run_id)
         return await self._open_once(user, f"s:{key}", request, route, row=row,
-                                     grouped_by="session")
+                                     grouped_by="session", trace=trace)
 
     async def _open_once(self, user: Any, key: str, request: ChatRequest, route: Route,
                          **options: Any) -> Session:
