@@ -239,6 +239,7 @@ AGENTLAB_HOOKS = {
     "run_cases": "agentlab.evals.case_views.run_cases",
     "case_form": "agentlab.evals.case_views.form_options",
     "linked_runs": "agentlab.gateway.links.linked_runs",
+    "phoenix_anchor": "agentlab.bench.phoenix_trace.anchor",
 }
 # A worker silent this long (no heartbeat, s) has its runs taken over by another worker.
 AGENTLAB_TAKEOVER_S = env_int("AGENTLAB_TAKEOVER_S", 10)

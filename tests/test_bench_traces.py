@@ -64,3 +64,54 @@ def test_only_diff_prints_the_diff_beside_the_figure_before_and_the_goal(capsys)
     assert re.search(r"^\s+1,000\s+17 ms\s+\d+ ms\s+\d+ ms\s*$", out, re.M), out
     assert "diff 100,000 vs 100,000 < 1 s (before: 2,296 ms): not measured" in out
     assert Run.objects.count() == 0
+
+
+def test_only_import_imports_an_otlp_file_as_the_import_page_does(capsys, tmp_path):
+    call_command("bench_traces", "--only", "import", "--import-spans", "120")
+    out = capsys.readouterr().out
+    assert "writing an OTLP file of 120 spans" in out and "generating" not in out
+    assert re.search(r"OTLP import of 120 spans \([\d.]+ MiB protobuf, through the Import "
+                     r"page's importer\): [\d.]+ s, [\d,]+ spans/s, peak memory \+\d+ MiB", out)
+    assert "anchor: bench_ingest" in out and "--import-spans 1000000" in out
+    assert Run.objects.count() == 0 and Step.objects.count() == 0  # its run deleted
+
+
+def test_the_otlp_file_is_the_synthetic_run_spans_and_all(tmp_path, monkeypatch):
+    from traces.management import bench_import
+    from traces.models import Run as RunRow
+    from traces.otel.importer import import_file
+
+    monkeypatch.setattr(bench_import, "CHUNK", 350)  # written in 3 chunks
+    path = tmp_path / "run.pb"
+    bench_import.write_otlp(path, 1000, synthetic_steps(999), 1_700_000_000.0)
+    user = RunRow._meta.get_field("user").related_model.objects.create(username="imp")
+    (run,) = import_file(path.read_bytes(), user=user)
+    steps = list(run.steps.order_by("seq"))
+    assert run.step_count == 999 == len(steps) and run.agent_name == "bench"
+    kinds = [s.kind for s in steps]
+    assert kinds.count("llm") == sum(s.kind == "llm" for s in synthetic_steps(999))
+    plans = {s.seq for s in steps if s.kind == "plan"}
+    assert len(plans) == 3 and all(s.parent in plans for s in steps if s.kind == "tool")
+    assert len({s.parent for s in steps if s.kind == "tool"}) == 3  # each chunk's own plan
+
+
+def test_phoenix_says_it_is_not_installed_and_measures_the_rest(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("AGENTLAB_PHOENIX_PYTHON", str(tmp_path / "no-phoenix" / "python"))
+    call_command("bench_traces", "--only", "page", "--sizes", "30", "--no-browser", "--phoenix")
+    out = capsys.readouterr().out
+    assert re.search(r"Phoenix anchor: skipped: Phoenix 20\.26\.1 not installed \(.+; "
+                     r"scripts/test installs it, or set AGENTLAB_PHOENIX_PYTHON\)", out), out
+    assert re.search(r"^\s+30\s+\d+ ms", out, re.M)  # the run page was measured all the same
+    assert Run.objects.count() == 0
+
+
+@pytest.mark.skipif(not __import__("agentlab.bench.phoenix_trace").bench.phoenix_trace.python(),
+                    reason="Phoenix's virtualenv is not installed (scripts/test installs it)")
+def test_phoenix_anchor_opens_the_same_trace_in_both(capsys):
+    call_command("bench_traces", "--only", "page", "--sizes", "", "--phoenix",
+                 "--phoenix-spans", "40")
+    out = capsys.readouterr().out
+    assert "The same trace opened in Agent Lab and in Phoenix 20.26.1" in out, out
+    assert re.search(r"^\s+40\s+[\d.]+ s \+ \d+ ms\s+[\d.]+ s \([\d.]+ → [\d.]+ → \+[\d.]+\)$",
+                     out, re.M), out
+    assert Run.objects.count() == 0

@@ -13,9 +13,11 @@ from django.urls import reverse
 
 from tests import graph_runs
 from tests.factories import make_run
+from traces import graph_summary
 from traces.graph import MAX_NODES, ROOT, Group, aggregate, build, compare, root_role
 from traces.graph_layout import draw, layers
 from traces.graph_query import groups, run_graph
+from traces.models import RunGraph, Step
 
 MODEL = "model:scripted-model"
 
@@ -189,6 +191,55 @@ def test_a_big_run_renders_from_the_aggregate_not_step_by_step(client, user) -> 
     assert graph.edges[("agent:Bob", "tool:search")].figures.errors == 200  # every tenth turn
     assert graph.edges[("agent:Ann", "tool:search")].figures.errors == 0
     assert graph.steps == 6000
+
+
+def _row_by_row(run):
+    found, cut = groups(run)
+    return build(found, root_label=run.agent_name, cut=cut,
+                 root_role=root_role(run.paradigm, run.agent_snapshot))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", ["supervisor", "lats", "openai-agents", "langgraph"])
+def test_a_long_runs_graph_is_its_stored_aggregate_equal_to_the_row_by_row_one(
+        client, user, monkeypatch, kind) -> None:
+    monkeypatch.setattr(graph_summary, "SUMMED_FROM", 3)  # these runs count as long
+    if kind in ("supervisor", "lats"):  # a paradigm's run: summed on its first view
+        run = graph_runs.record(user, getattr(graph_runs, f"{kind}_steps")(),
+                                paradigm="lats" if kind == "lats" else "multi_agent",
+                                agent_snapshot={"params": {"mode": kind}})
+        assert not RunGraph.objects.filter(run=run).exists()
+    else:  # an imported trace: summed as the import finishes
+        run = graph_runs.imported(user, kind)
+        assert RunGraph.objects.get(run=run).steps == run.step_count
+    expected = _row_by_row(run)
+    client.force_login(user)
+    client.get(reverse("run_graph", args=[run.pk]))
+    cache.clear()
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get(reverse("run_graph", args=[run.pk]))
+    assert page.status_code == 200
+    assert not any("GROUP BY" in q["sql"] for q in queries.captured_queries)  # not the steps
+    shown = run_graph(run)
+    assert shown == expected and shown.edges and shown.steps == run.step_count
+    assert f"×{max(e.figures.count for e in expected.edges.values()):,}" in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_aggregate_is_summed_again_when_the_run_changes(user, monkeypatch) -> None:
+    monkeypatch.setattr(graph_summary, "SUMMED_FROM", 3)
+    run = graph_runs.record(user, graph_runs.debate_steps())
+    before = run_graph(run)
+    last = graph_runs.debate_steps()[1]
+    last.seq = run.step_count + 1
+    Step.from_record(run.pk, last).save()
+    run.step_count += 1
+    run.save()
+    after = run_graph(run)
+    assert after.steps == before.steps + 1 == RunGraph.objects.get(run=run).steps
+    run.status = "running"  # a live run is grouped each time, never from the stored rows
+    run.step_count += 5
+    assert run_graph(run).steps == after.steps
 
 
 # ---------------------------------------------------------------------------- the pages

@@ -29,7 +29,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from traces import timeline_summary, upsert
+from traces import graph_query, graph_summary, timeline_summary, upsert
 from traces.models import Run, Step
 from traces.owners import left_by_dead_process, process_id
 from traces.schema import Step as StepRecord
@@ -66,9 +66,11 @@ def write_run(fields: dict[str, Any], steps: list[StepRecord], *, user: Any) -> 
         discard(row.pk)
         raise
     row.refresh_from_db()
-    # a long run's timeline is summed once now, not by the first person to open it
+    # a long run's timeline and graph are summed once now, not by the first person to open them
     if row.step_count > timeline_summary.SUMMED_FROM:
         timeline_summary.update(row, row.steps.order_by("-seq").values_list("seq", flat=True)[0])
+    if graph_summary.summed(row):
+        graph_query.summarize(row)
     return row
 
 

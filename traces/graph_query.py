@@ -1,7 +1,9 @@
 """The graph of a stored run, grouped in the database: one query over its steps, each joined to
 its parent and grandparent by (run, seq), GROUP BY the facts traces/graph.py reads. The rows
 that come back are as many as the run has distinct (agent, model, tool) combinations, however
-many steps it has; past MAX_GROUPS the largest are kept and the graph says it was cut."""
+many steps it has; past MAX_GROUPS the largest are kept and the graph says it was cut.
+That query still reads every step: a long finished run's groups are stored once
+(traces/graph_summary) and its page reads them, not its steps."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.db.models import Q, QuerySet
 
+from traces import graph_summary
 from traces.graph import (
     CALLS,
     DEFAULT_ROLE,
@@ -76,7 +79,10 @@ def groups(run: Run) -> tuple[list[Group], bool]:
 
 
 def run_graph(run: Run) -> Graph:
-    found, cut = _finished_groups(run) if not run.is_active else groups(run)
+    if graph_summary.summed(run):
+        found, cut = stored_groups(run)
+    else:
+        found, cut = _finished_groups(run) if not run.is_active else groups(run)
     return build(found, root_label=run.agent_name, cut=cut,
                  root_role=root_role(run.paradigm, run.agent_snapshot))
 
@@ -91,6 +97,22 @@ def _finished_groups(run: Run) -> tuple[list[Group], bool]:
         found = groups(run)
         cache.set(key, found, CACHE_S)
     return found
+
+
+def stored_groups(run: Run) -> tuple[list[Group], bool]:
+    """A long finished run's groups from its stored aggregate, summed now if it has none
+    (an import sums it as it finishes; a run recorded here, on its first view)."""
+    found = graph_summary.load(run)
+    if found is None:
+        found = summarize(run)
+    return found
+
+
+def summarize(run: Run) -> tuple[list[Group], bool]:
+    """Group the run's steps once and store them (reads every step: seconds per million)."""
+    found, cut = groups(run)
+    graph_summary.save(run, found, cut)
+    return found, cut
 
 
 def step_place(run: Run, seq: int) -> dict[str, Any] | None:
@@ -144,4 +166,5 @@ def _number(text: str) -> int | None:
         return None
 
 
-__all__ = ["DEFAULT_ROLE", "MAX_GROUPS", "groups", "node_steps", "run_graph", "step_place"]
+__all__ = ["DEFAULT_ROLE", "MAX_GROUPS", "groups", "node_steps", "run_graph", "step_place",
+           "stored_groups", "summarize"]

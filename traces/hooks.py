@@ -25,6 +25,8 @@ The hooks (agentlab/hooks.py answers them; docs/ARCHITECTURE.md "Hooks"):
   ("Add to suite" on the run page and the runs list).
 - `linked_runs(run) -> list[{"pk", "what"}]`: runs of the same agent run seen another way (a
   gateway run and the received run of its trace id); the run page links those it may show.
+- `phoenix_anchor(sizes) -> dict`: traces of those sizes opened in Arize Phoenix on this
+  machine, and their OTLP (`bench_traces --phoenix`; agentlab/bench/phoenix_trace.py).
 """
 
 from __future__ import annotations

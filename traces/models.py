@@ -159,3 +159,19 @@ class RunTimeline(models.Model):
 
     def __str__(self) -> str:
         return f"timeline of run {self.run_id} (steps 1–{self.upto}, {self.width} a bucket)"
+
+
+class RunGraph(models.Model):
+    """A finished long run's graph as an aggregate: its steps grouped by their own, their
+    parent's and their grandparent's facts, with figures (traces.graph_summary). Read by the
+    graph page instead of the steps; summed again if the run's step count or status changes."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True,
+                               related_name="graph")
+    steps = models.PositiveIntegerField(default=0)  # the run's step_count when it was summed
+    status = models.CharField(max_length=20, default="")  # and its status
+    groups = models.JSONField(default=list)
+    cut = models.BooleanField(default=False)  # past MAX_GROUPS: only the largest are kept
+
+    def __str__(self) -> str:
+        return f"graph of run {self.run_id} ({self.steps} steps, {len(self.groups)} groups)"

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import gc
 import random
+import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from itertools import batched
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -22,10 +24,10 @@ from django.http import StreamingHttpResponse
 from django.test import Client
 from django.urls import reverse
 
-from traces import timeline_summary
+from traces import bundle_store, hooks, timeline_summary
 from traces.diff import diff_steps, word_diffs
 from traces.diff_pages import Subtrees, page, start_of
-from traces.management import bench_page
+from traces.management import bench_import, bench_page
 from traces.models import Run, Step
 from traces.schema import Step as StepRecord
 
@@ -34,7 +36,7 @@ DIFF_GOAL_MS, DIFF_GOAL_STEPS = 200.0, 1_000
 LONG_DIFF_GOAL_MS, LONG_DIFF_GOAL_STEPS = 1000.0, 100_000
 # The diff before issue 37 (ms, this 2-core machine): the anchor the figures are printed beside.
 DIFF_BEFORE_MS = {1_000: 17, 10_000: 354, 30_000: 637, 100_000: 2_296}
-PARTS = ("page", "runs", "diff")
+PARTS = ("page", "runs", "diff", "import")
 T0 = 1_700_000_000.0  # when the synthetic runs start (epoch s)
 TOOLS = ("get_weather", "calculator", "sql_query", "search_docs", "read_file")
 WORDS = ("the", "agent", "looked", "up", "weather", "data", "and", "then", "computed", "a",
@@ -132,18 +134,28 @@ class Command(BaseCommand):
         parser.add_argument("--shots", metavar="DIR",
                             help="Save screenshots of the longest run's page there")
         parser.add_argument("--only", choices=PARTS, action="append",
-                            help="Measure only this part (repeatable): page, runs or diff; "
-                                 "e.g. --only diff --diff-sizes 1000,10000,30000,100000")
+                            help="Measure only this part (repeatable): page, runs, diff or "
+                                 "import; e.g. --only diff --diff-sizes 1000,10000,30000,100000")
+        parser.add_argument("--phoenix", action="store_true",
+                            help="The anchor: the same trace opened here and in Arize Phoenix "
+                                 "(its virtualenv: AGENTLAB_PHOENIX_PYTHON)")
+        parser.add_argument("--phoenix-spans", default="10000",
+                            help="Spans of each --phoenix trace (comma-separated)")
+        parser.add_argument("--import-spans", type=int, default=100_000,
+                            help="Spans of the OTLP file --only import imports (1000000: the "
+                                 "issue's figure, ~10× the time and memory of 100000)")
 
     def handle(self, *args: Any, sizes: str, runs: int, diff_sizes: str, quick: bool,
                keep: bool, only: list[str] | None = None, no_browser: bool = False,
-               shots: str | None = None, reuse: bool = False, **options: Any) -> None:
+               shots: str | None = None, reuse: bool = False, import_spans: int = 100_000,
+               phoenix: bool = False, phoenix_spans: str = "10000", **options: Any) -> None:
         if quick:
             sizes, runs, diff_sizes = "1000", 1000, "1000"
         if only:
             sizes = sizes if "page" in only else ""
             runs = runs if "runs" in only else 0
             diff_sizes = diff_sizes if "diff" in only else ""
+        import_spans = import_spans if only and "import" in only else 0
         try:
             page_sizes = [int(s) for s in sizes.split(",") if s]
             diffs = [int(s) for s in diff_sizes.split(",") if s]
@@ -160,6 +172,8 @@ class Command(BaseCommand):
                               shots) if pages else None
             listing = self._listing(user, runs, made) if runs else None
             diff_ms = [(n, *self._diff(n)) for n in diffs]
+            imported = self._import(user, import_spans) if import_spans > 1 else None
+            anchor = self._phoenix(user, phoenix_spans) if phoenix else None
         finally:
             if not keep:
                 self.stdout.write(f"deleting {len(made):,} generated runs…")
@@ -170,6 +184,10 @@ class Command(BaseCommand):
         self._report(pages, listing, diff_ms)
         if long:
             bench_page.report(self.stdout.write, pages, long)
+        if imported:
+            bench_import.report(self.stdout.write, imported)
+        if anchor:
+            bench_import.report_anchor(self.stdout.write, *anchor)
 
     # ------------------------------------------------------------------ measures
 
@@ -260,6 +278,28 @@ class Command(BaseCommand):
         self.stdout.write(f"diff {n:,} vs {len(b):,} steps: {best:.0f} ms, "
                           f"the diff page's part {page_best:.0f} ms")
         return best, len(result.rows), page_best
+
+    def _import(self, user: Any, n: int) -> dict[str, Any]:
+        """An OTLP file of n spans (the synthetic run exported), imported as the Import page
+        does; the run it makes is deleted (bench_import)."""
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "bench.otlp.pb"
+            self.stdout.write(f"writing an OTLP file of {n:,} spans…")
+            bench_import.write_otlp(path, n, iter_synthetic_steps(n - 1), T0)
+            self.stdout.write(f"importing it ({path.stat().st_size / 2**20:,.1f} MiB)…")
+            return bench_import.measure(path, user, bundle_store.discard)
+
+    def _phoenix(self, user: Any, sizes: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Traces sent to Phoenix (the hook `phoenix_anchor`), then opened here."""
+        answer = hooks.hook("phoenix_anchor")
+        if answer is None:
+            return {"skipped": "no hook answers phoenix_anchor (agentlab is not installed)"}, []
+        self.stdout.write(f"Phoenix: traces of {sizes} spans (minutes)…")
+        phoenix = answer([int(s) for s in sizes.split(",") if s])
+        ours = [bench_import.open_trace(t["otlp"], user, lambda url: self._get(user, url)[0],
+                                        bundle_store.discard)
+                for t in phoenix.get("traces", [])]
+        return phoenix, ours
 
     def _get(self, user: Any, url: str) -> tuple[float, float, int]:
         """(seconds to the first byte, seconds to the last, bytes) of one GET, server side."""
