@@ -20,6 +20,7 @@ from tests.gateway_clients import (
     TOOLS,
     answer,
     control,
+    from_the_tool_result,
     in_process,
     open_session,
     paused_run,
@@ -92,7 +93,7 @@ async def test_two_agents_asking_the_same_question_at_once_stay_two_runs(user, t
                                                                          fake_llm, ended):
     import asyncio
 
-    fake_llm.script(CALL, CALL, answer("sunny"), answer("sunny"))
+    fake_llm.responder = from_the_tool_result  # whichever agent asks first
     client = in_process(token)
     said = await asyncio.gather(weather_agent(client, "sunny"), weather_agent(client, "sunny"))
     assert [s for s, _ in said] == ["In Paris it is sunny."] * 2

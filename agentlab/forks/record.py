@@ -29,7 +29,7 @@ from agentlab.forks.recorded_tools import (
     RecordedTool,
     ToolRecording,
 )
-from agentlab.llm.replay import RecordedCall, Recording, replay_models
+from agentlab.llm.replay import RecordedCall, Recording, marks, replay_models
 from agentlab.runtime.context import RunContext
 from agentlab.runtime.sinks import durable
 from agentlab.tools.executor import ToolExecutor
@@ -195,16 +195,9 @@ class MarkingSink:
         if outcome is None:
             return
         self._marked.add(step.seq)
-        if outcome.kind in ("replayed", "edited"):
-            step.meta.update(replayed=True, source_seq=outcome.source_seq)
-            if outcome.kind == "edited":
-                step.meta["edited"] = True
-        elif outcome.divergence is not None:
-            d = outcome.divergence
-            step.meta.update(diverged_from=d.source_seq, divergence=d.detail,
-                             divergence_fields=list(d.fields))
-            if self.first_divergence is None:
-                self.first_divergence = {"seq": step.seq, **d.to_dict()}
+        step.meta.update(marks(outcome))
+        if outcome.divergence is not None and self.first_divergence is None:
+            self.first_divergence = {"seq": step.seq, **outcome.divergence.to_dict()}
 
     def _mark_tool(self, step: StepRecord) -> None:
         assert self.plan.tools is not None

@@ -25,11 +25,12 @@ from agentlab.gateway.grouping import normal_request, tool_results, with_result
 from agentlab.gateway.protocol import ChatRequest, GatewayError
 from agentlab.guardrails.checks import Check
 from agentlab.guardrails.decisions import decision_step
-from agentlab.llm.replay import Outcome, Recording, result_from_dict
+from agentlab.llm.replay import Outcome, Recording, marks, result_from_dict
 from agentlab.llm.types import ChatResult
 from agentlab.runs.recorder import Recorder
 from agentlab.runs.registry import REGISTRY
 from agentlab.runtime.guard import RunGuard, blocked
+from agentlab.runtime.limits import Totals
 from traces.models import Run
 from traces.schema import Step
 
@@ -49,18 +50,6 @@ class _Call:  # a tool call of a reply, until the agent sends its result
     name: str
     arguments: Any
     replied_at: float
-
-
-@dataclasses.dataclass
-class Totals:
-    llm_calls: int = 0
-    tool_calls: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    cost_usd: float = 0.0
-
-    def to_dict(self, started: float) -> dict[str, Any]:
-        return {**self.__dict__, "wall_ms": (time.monotonic() - started) * 1000}
 
 
 class Session:
@@ -237,16 +226,9 @@ class Session:
         return step, request, result
 
     def _mark(self, step: Step, outcome: Outcome) -> None:
-        if outcome.kind in ("replayed", "edited"):
-            step.meta.update(replayed=True, source_seq=outcome.source_seq)
-            if outcome.kind == "edited":
-                step.meta["edited"] = True
-        elif outcome.divergence is not None:
-            d = outcome.divergence
-            step.meta.update(diverged_from=d.source_seq, divergence=d.detail,
-                             divergence_fields=list(d.fields))
-            if self.first_divergence is None:
-                self.first_divergence = {"seq": step.seq, **d.to_dict()}
+        step.meta.update(marks(outcome))
+        if outcome.divergence is not None and self.first_divergence is None:
+            self.first_divergence = {"seq": step.seq, **outcome.divergence.to_dict()}
 
     async def close_call(self, step: Step, result: ChatResult, started: float) -> None:
         step.output, step.text, step.status = result.to_dict(), result.text or "", "ok"
@@ -296,7 +278,8 @@ class Session:
         if status == "succeeded" and self.last_text:
             await self.record(Step(seq=self._next(), kind="final", text=self.last_text,
                                    output=self.last_text))
-        detail: dict[str, Any] = {"totals": self.totals.to_dict(self.started)}
+        self.totals.wall_ms = (time.monotonic() - self.started) * 1000
+        detail: dict[str, Any] = {"totals": self.totals.as_dict()}
         detail |= {"answer": self.last_text} if status == "succeeded" else {"error": error}
         if self.guard is not None:
             detail = await self.guard.adetail(detail)

@@ -69,6 +69,19 @@ class Outcome:
     divergence: Divergence | None = None
 
 
+def marks(outcome: Outcome) -> dict[str, Any]:
+    """What a recorded llm step's meta says of where its reply came from: served from the
+    record (maybe edited), or where the request left it. The same for Agent Lab's own replays
+    (agentlab.forks.record) and the gateway's (agentlab.gateway.session)."""
+    if outcome.kind in ("replayed", "edited"):
+        return {"replayed": True, "source_seq": outcome.source_seq,
+                **({"edited": True} if outcome.kind == "edited" else {})}
+    if (d := outcome.divergence) is not None:
+        return {"diverged_from": d.source_seq, "divergence": d.detail,
+                "divergence_fields": list(d.fields)}
+    return {}
+
+
 def canonical(value: Any) -> str:
     """JSON with sorted keys: a recorded request (read back from the database) and a new one
     (tuples, ints as floats…) compare equal when they say the same."""
