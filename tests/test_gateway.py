@@ -431,3 +431,29 @@ def test_a_reply_with_text_and_calls_written_out_in_two_messages_continues_its_r
     # Text that only looks like it is read as text.
     odd = [*asked, {"role": "assistant", "content": "Calling tools:\n__import__('os')"}]
     assert prefix_keys(odd)[0][1] != turn_key(asked, reply)
+
+
+async def test_a_route_changed_through_another_process_is_followed_within_seconds(
+        user, token, fake_llm, monkeypatch, ended):
+    import asyncio
+
+    from agentlab.gateway import routes
+    from agentlab.gateway.models import GatewayRoute
+    from agentlab.models import ModelProfile
+
+    first = await sync_to_async(scripted_profile)(fake_llm)
+    other = await ModelProfile.objects.acreate(name="other", base_url=fake_llm.base_url,
+                                               model="other-model", retries=0, timeout_s=5)
+    row = await GatewayRoute.objects.acreate(model_name="gpt-x", profile=first)
+    fake_llm.script(answer("a"), answer("b"))
+    client = in_process(token)
+    ask = [{"role": "user", "content": "hi"}]
+    await client.chat.completions.create(model="gpt-x", messages=ask)
+    assert fake_llm.last_request["model"] == "scripted-model"
+    # As another web process would change it: no signal reaches this one.
+    await GatewayRoute.objects.filter(pk=row.pk).aupdate(profile=other)
+    monkeypatch.setattr(routes, "FRESH_S", 0.2)
+    await asyncio.sleep(0.3)
+    await client.chat.completions.create(model="gpt-x", messages=[*ask, {"role": "user",
+                                                                         "content": "again"}])
+    assert fake_llm.last_request["model"] == "other-model"

@@ -2,13 +2,15 @@
 
 The profile whose name is the model, else the admin's route for that name, else the route
 for `*`, else the embedded model's profile (or the embedded model itself on a fresh install).
-Read once per name and cached in the process until a route or profile is saved (signals
-below): a request pays no query for it.
+Read once per name and cached in the process for FRESH_S, or until a route, profile, agent or
+guardrail is saved in this process (signals below): a request pays no query for it, and a
+change made through another process is followed within FRESH_S.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,22 +59,28 @@ class Route:
         return _models.setdefault(self.profile, model_for(self.profile))
 
 
-_routes: dict[str, Route] = {}
+FRESH_S = 5.0
+_routes: dict[str, tuple[Route, float]] = {}  # model name -> its route, read at (monotonic)
 _models: dict[ProfileConfig, OpenAIChatModel] = {}  # one per profile: its learnt dialect
 
 
 def cached(model: str) -> Route | None:
-    """The route of `model` if this process has read it (no thread, no query)."""
-    return _routes.get(model)
+    """The route of `model` if this process read it in the last FRESH_S (no thread, no
+    query); else None: ask `route` (in a thread)."""
+    found = _routes.get(model)
+    if found is None or time.monotonic() - found[1] >= FRESH_S:
+        return None
+    return found[0]
 
 
 def route(model: str) -> Route:
     """The route of `model` (called in a thread: it may read the database)."""
-    found = _routes.get(model)
-    if found is None:
-        if len(_routes) >= MAX_CACHED:  # a client inventing names grows no cache
-            _routes.clear()
-        found = _routes[model] = _read(model)
+    if (fresh := cached(model)) is not None:
+        return fresh
+    if len(_routes) >= MAX_CACHED:  # a client inventing names grows no cache
+        _routes.clear()
+    found = _read(model)
+    _routes[model] = (found, time.monotonic())
     return found
 
 
