@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from agentlab.bench.servers import free_port
+from traces.owners import end_process
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -108,11 +109,7 @@ def live_server_url(django_db_setup, django_db_blocker, tmp_path_factory) -> Ite
     try:
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        end_process(process)
 
 
 @pytest.fixture

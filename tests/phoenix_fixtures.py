@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from agentlab.bench.servers import free_port
+from traces.owners import end_process
 
 # The pin scripts/lib.sh installs (one place for the version).
 VERSION = re.search(r"^arize-phoenix==(\S+)", (Path(__file__).parent.parent
@@ -97,10 +98,5 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
                 time.sleep(0.5)
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        end_process(process, 20)
         log.close()

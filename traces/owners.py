@@ -23,8 +23,10 @@ import hashlib
 import os
 import re
 import socket
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 _ID = re.compile(r"^(?P<host>[^:/@]*):(?P<pid>\d+)"
                  r"(?:/(?P<start>\d+)@(?P<boot>[0-9a-f]+)\.(?P<place>[0-9a-f]+))?$")
@@ -167,3 +169,14 @@ def _place() -> str:
     # The host name too: containers made from one image may share a baked-in machine id.
     seed = f"{machine}|{namespace}|{socket.gethostname()}"
     return hashlib.sha256(seed.encode()).hexdigest()[:12]
+
+
+def end_process(process: subprocess.Popen[Any], grace_s: float = 10) -> None:
+    """Stop a process this one started, by its handle: SIGTERM, then SIGKILL after `grace_s`
+    (the benches' servers and the tests' daphne and Phoenix)."""
+    process.terminate()
+    try:
+        process.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -29,6 +29,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from agentlab.bench.servers import PostgresServer, RedisServer, free_port
+from traces.owners import end_process
 
 PROFILES = ("web", "scale")
 
@@ -148,14 +149,7 @@ def spawn(stack: ExitStack, cmd: list[str], env: dict[str, str]) -> subprocess.P
     proc = subprocess.Popen(cmd, env=env, cwd=str(settings.BASE_DIR), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
 
-    def stop() -> None:  # only the processes this command started, by their handle
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-    stack.callback(stop)
+    stack.callback(end_process, proc)  # only the processes this command started
     return proc
 
 

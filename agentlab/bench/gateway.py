@@ -30,6 +30,7 @@ from typing import Any
 from agentlab.bench.cluster import Cluster, children, process_cpu_ms, spawn, start_processes
 from agentlab.bench.cluster import wait_for as _wait_for
 from agentlab.bench.servers import free_port
+from traces.owners import end_process
 
 MODEL = "bench-model"
 PACED = "bench-model-paced"
@@ -136,15 +137,7 @@ def start_litellm(stack: ExitStack, folder: Path, python: Path, upstreams: list[
                              "--port", str(port), "--num_workers", "1"],
                             env=env, cwd=str(folder), stdout=log, stderr=subprocess.STDOUT)
 
-    def stop() -> None:  # only the process this bench started, by its handle
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-    stack.callback(stop)
+    stack.callback(end_process, proc, 20)  # only the process this bench started
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while True:

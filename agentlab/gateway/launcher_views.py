@@ -15,7 +15,7 @@ from django.utils import timezone
 from agentlab.gateway.answer import json_response
 from agentlab.gateway.models import GatewayRunner, GatewaySession
 from agentlab.gateway.protocol import GatewayError
-from agentlab.gateway.sessions import end_session
+from agentlab.gateway.sessions import end_session, own_session
 from agentlab.gateway.views import _allow, gateway_view, read_json
 from agentlab.runs.control import ControlError, DebugSettings
 from traces.models import Run
@@ -89,17 +89,10 @@ async def open_session(request: HttpRequest, user: Any) -> HttpResponse:
     return json_response(described(request, row), 201)
 
 
-async def _own(user: Any, key: str) -> GatewaySession:
-    row = await GatewaySession.objects.filter(key=key, user=user).afirst()
-    if row is None:
-        raise GatewayError(404, "Unknown gateway session.", code="session_not_found")
-    return row
-
-
 @gateway_view
 async def session_state(request: HttpRequest, user: Any, key: str) -> HttpResponse:
     _allow(request, "GET")
-    return json_response(await _state(request, await _own(user, key)))
+    return json_response(await _state(request, await own_session(user, key)))
 
 
 async def _state(request: HttpRequest, row: GatewaySession) -> dict[str, Any]:
@@ -114,7 +107,7 @@ async def _state(request: HttpRequest, row: GatewaySession) -> dict[str, Any]:
 @gateway_view
 async def end(request: HttpRequest, user: Any, key: str) -> HttpResponse:
     _allow(request, "POST")
-    row = await _own(user, key)
+    row = await own_session(user, key)
     body = await read_json(request) if request.body else {}
     code = body.get("exit_code") if isinstance(body, dict) else None
     if code is not None and not _whole(code, -MAX_INT - 1, MAX_INT):
@@ -122,7 +115,7 @@ async def end(request: HttpRequest, user: Any, key: str) -> HttpResponse:
                                 "status).", param="exit_code")
     if row.ended_at is None:
         await end_session(row, code)
-    return json_response(await _state(request, await _own(user, key)))
+    return json_response(await _state(request, await own_session(user, key)))
 
 
 @gateway_view

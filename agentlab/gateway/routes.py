@@ -9,23 +9,19 @@ change made through another process is followed within FRESH_S.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
-import openai
 from django.db.models import Q
 from django.db.models.signals import post_delete, post_save
 
 from agentlab.gateway.models import GatewayRoute
-from agentlab.gateway.protocol import GatewayError, upstream_error
+from agentlab.gateway.protocol import upstream_error
 from agentlab.guardrail_rows import entry, guardrails_of
 from agentlab.guardrails.checks import Check
-from agentlab.llm import transport
 from agentlab.llm.client import OpenAIChatModel
-from agentlab.llm.errors import translate
-from agentlab.llm.keys import key_variable_problem
+from agentlab.llm.errors import LLMError
 from agentlab.llm.local_server import MODEL_NAME, local_base_url
 from agentlab.llm.types import ProfileConfig
 from agentlab.models import Agent, Guardrail, ModelProfile
@@ -131,15 +127,7 @@ __all__ = ["Route", "cached", "embed", "forget", "model_names", "route"]
 
 async def embed(route: Route, body: dict[str, Any]) -> Any:
     """An embeddings request sent to the route's profile as it is, but for the model name."""
-    p = route.profile
-    if problem := key_variable_problem(p.api_key_env):
-        raise GatewayError(502, f"profile {p.name}: {problem}", type="api_error", code="auth")
-    key = (os.environ.get(p.api_key_env) if p.api_key_env else None) or "not-needed"
-    client = transport.POOL.get(p.base_url, key, p.timeout_s)
     try:
-        return await client.post("/embeddings", body={**body, "model": p.model},
-                                  cast_to=object)
-    except openai.OpenAIError as exc:
-        raise upstream_error(translate(exc, profile=p.name, base_url=p.base_url,
-                                       model=p.model, key_env=p.api_key_env,
-                                       timeout_s=p.timeout_s, secret=key)) from None
+        return await route.model.post("/embeddings", body)
+    except LLMError as exc:
+        raise upstream_error(exc) from None

@@ -98,7 +98,7 @@ class Table:
                         trace: str) -> Session:
         if (found := self._live(user.pk, f"s:{key}")) is not None:
             return found
-        row = await _session_row(user, key)
+        row = await own_session(user, key)
         if row.ended_at is not None:
             raise GatewayError(409, "This gateway session has ended.", code="session_ended",
                                retry=False)
@@ -189,12 +189,17 @@ class Table:
         return len(quiet)
 
 
-async def _session_row(user: Any, key: str) -> GatewaySession:
+def unknown_session() -> GatewayError:
+    return GatewayError(404, "Unknown gateway session.", code="session_not_found", retry=False)
+
+
+async def own_session(user: Any, key: str) -> GatewaySession:
+    """`user`'s session of `key` (with its source run); another user's key reads exactly like
+    one that does not exist, on every endpoint that takes one."""
     row = await GatewaySession.objects.select_related("source").filter(
         key=key, user=user).afirst()
-    if row is None:  # another user's key reads exactly like one that does not exist
-        raise GatewayError(404, "Unknown gateway session.", code="session_not_found",
-                           retry=False)
+    if row is None:
+        raise unknown_session()
     return row
 
 

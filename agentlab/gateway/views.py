@@ -28,9 +28,8 @@ from agentlab.gateway.answer import (
     guard_input,
     json_response,
 )
-from agentlab.gateway.models import GatewaySession
 from agentlab.gateway.protocol import MODEL_CHARS, GatewayError, error_body, parse_chat
-from agentlab.gateway.sessions import TABLE
+from agentlab.gateway.sessions import TABLE, own_session, unknown_session
 from agentlab.receiver.ratelimit import RateLimiter
 from agentlab.tokens.auth import Refused
 
@@ -150,7 +149,7 @@ async def chat_completions(request: HttpRequest, user: Any, session: str | None 
     found = await TABLE.find(user, chat, route, session_key=session,
                              traceparent=request.headers.get("traceparent"))
     if found.user_id != user.pk:  # never: the index is keyed by user; kept as a tripwire
-        raise GatewayError(404, "Unknown gateway session.", code="session_not_found")
+        raise unknown_session()
     response = await answer(found, chat, route)
     response["x-agentlab-run"] = str(found.run_id)
     return response
@@ -159,9 +158,8 @@ async def chat_completions(request: HttpRequest, user: Any, session: str | None 
 async def _known(user: Any, session: str | None) -> None:
     """A session key in the URL that is not the user's reads as unknown on every endpoint
     (chat finds its run by it: agentlab.gateway.sessions), never as any answer at all."""
-    if session and not await GatewaySession.objects.filter(key=session, user=user).aexists():
-        raise GatewayError(404, "Unknown gateway session.", code="session_not_found",
-                           retry=False)
+    if session:
+        await own_session(user, session)
 
 
 @gateway_view

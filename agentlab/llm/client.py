@@ -115,10 +115,7 @@ class OpenAIChatModel:
     async def _once(self, p: ProfileConfig, request: dict[str, Any],
                     on_token: TokenCallback | None, tally: _Tally) -> ChatResult:
         model = p.model or DEFAULT_MODEL
-        if problem := key_variable_problem(p.api_key_env):  # a snapshot may come from elsewhere
-            raise AuthenticationFailed(f"profile {p.name}: {problem}", profile=p.name,
-                                       base_url=p.base_url)
-        key = (os.environ.get(p.api_key_env) if p.api_key_env else None) or "not-needed"
+        key = _key(p)
         kwargs = self._kwargs(p, model, request)
         limit = self.gate_limit(p) if self.gate_limit is not None else 0
         try:
@@ -135,6 +132,20 @@ class OpenAIChatModel:
             raise translate(exc, profile=p.name, base_url=p.base_url, model=model,
                             key_env=p.api_key_env, timeout_s=p.timeout_s, secret=key) from None
         return dataclasses.replace(result, profile=p.name, cost_usd=p.cost(result.usage))
+
+    async def post(self, path: str, body: dict[str, Any]) -> Any:
+        """Another endpoint of the first profile (the gateway's embeddings), the body sent as
+        it is but for the profile's model name: the same key, pooled client and errors as a
+        chat call, no retries."""
+        p = self.profile
+        model = p.model or DEFAULT_MODEL
+        key = _key(p)
+        client = transport.POOL.get(p.base_url, key, p.timeout_s)
+        try:
+            return await client.post(path, body={**body, "model": model}, cast_to=object)
+        except openai.OpenAIError as exc:
+            raise translate(exc, profile=p.name, base_url=p.base_url, model=model,
+                            key_env=p.api_key_env, timeout_s=p.timeout_s, secret=key) from None
 
     def _kwargs(self, p: ProfileConfig, model: str, request: dict[str, Any]) -> dict[str, Any]:
         as_user = p.tool_results_as_user
@@ -254,6 +265,15 @@ def _wire_messages(messages: list[dict[str, Any]], tool_results_as_user: bool) -
             message = {"role": "user", "content": f"Result of {name}: {content}"}
         out.append(message)
     return out
+
+
+def _key(p: ProfileConfig) -> str:
+    """The profile's key, from its variable (AuthenticationFailed when the name is not one
+    this server may read: a snapshot may come from elsewhere)."""
+    if problem := key_variable_problem(p.api_key_env):
+        raise AuthenticationFailed(f"profile {p.name}: {problem}", profile=p.name,
+                                   base_url=p.base_url)
+    return (os.environ.get(p.api_key_env) if p.api_key_env else None) or "not-needed"
 
 
 def _backoff(p: ProfileConfig, attempt: int, exc: LLMError) -> float:

@@ -24,6 +24,8 @@ from django.conf import settings
 from django.db import connection
 from django.urls import reverse
 
+from traces.owners import end_process
+
 CHROMIUM = Path("/usr/bin/chromium")
 SEARCHES = {"text": {"q": "zebra"}, "kind": {"kind": "error"},
             "tool name": {"name": "sql_query", "kind": "tool"}, "status": {"status": "error"}}
@@ -82,11 +84,7 @@ def web_figures(session: str, run_id: int, last: int, shots: str | None) -> dict
             figures.update(_browser(base, session, run_id, last, shots))
         return figures
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        end_process(process)
 
 
 def _browser(base: str, session: str, run_id: int, last: int,
