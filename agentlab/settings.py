@@ -319,6 +319,9 @@ AGENTLAB_GATEWAY_MAX_IN_FLIGHT = env_int("AGENTLAB_GATEWAY_MAX_IN_FLIGHT", 64)
 AGENTLAB_GATEWAY_MAX_HELD = env_int("AGENTLAB_GATEWAY_MAX_HELD", 16)
 AGENTLAB_GATEWAY_HOLD_S = env_int("AGENTLAB_GATEWAY_HOLD_S", 300)
 AGENTLAB_GATEWAY_IDLE_S = env_int("AGENTLAB_GATEWAY_IDLE_S", 120)
+# Gateway sessions (manage.py attach, a run page's replay or fork for a runner) one user may
+# have open at once; one not ended within a day stops counting.
+AGENTLAB_GATEWAY_MAX_SESSIONS = env_int("AGENTLAB_GATEWAY_MAX_SESSIONS", 100)
 
 
 # -- Production profile: AGENTLAB_ENV=production (docs/SECURITY.md "Deploying") ------------------

@@ -9,11 +9,12 @@ import asyncio
 import time
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from agentlab.gateway.answer import json_response
-from agentlab.gateway.models import GatewayRunner, GatewaySession
+from agentlab.gateway.models import GatewayRunner, GatewaySession, SessionLimit, ensure_session_room
 from agentlab.gateway.protocol import GatewayError
 from agentlab.gateway.sessions import end_session, own_session
 from agentlab.gateway.views import _allow, gateway_view, read_json
@@ -85,6 +86,11 @@ async def checked_session(user: Any, body: Any) -> dict[str, Any]:
 async def open_session(request: HttpRequest, user: Any) -> HttpResponse:
     _allow(request, "POST")
     fields = await checked_session(user, await read_json(request))
+    try:
+        await sync_to_async(ensure_session_room, thread_sensitive=False)(user)
+    except SessionLimit as exc:
+        raise GatewayError(429, str(exc), type="rate_limit_error", code="too_many_sessions",
+                           retry=False) from None
     row = await GatewaySession.objects.acreate(user=user, **fields)
     return json_response(described(request, row), 201)
 

@@ -4,14 +4,38 @@ run under `manage.py attach`, maybe a replay or a fork of an earlier run)."""
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from agentlab.models import Agent, ModelProfile
 from traces.models import Run
 
 SESSION_KEY_BYTES = 18
+
+
+OPEN_FOR = timedelta(days=1)  # a session not ended within a day no longer counts as open
+
+
+class SessionLimit(ValueError):
+    """The user has as many gateway sessions open as one may (the message says so)."""
+
+
+def ensure_session_room(user: Any) -> None:
+    """Refuse (SessionLimit) a new session past AGENTLAB_GATEWAY_MAX_SESSIONS open ones of
+    `user` (launchers' and the run page's requests for a runner alike), checked before one is
+    made; a session left open by a launcher that died stops counting after a day."""
+    limit = settings.AGENTLAB_GATEWAY_MAX_SESSIONS
+    since = timezone.now() - OPEN_FOR
+    open_now = GatewaySession.objects.filter(user=user, ended_at__isnull=True,
+                                             created__gte=since).count()
+    if limit > 0 and open_now >= limit:
+        raise SessionLimit(f"You have {open_now} gateway sessions open and one user may have "
+                           f"{limit} (AGENTLAB_GATEWAY_MAX_SESSIONS): end some first (a "
+                           "program under `manage.py attach` ends its own).")
 
 
 def new_key() -> str:

@@ -15,12 +15,18 @@ import shlex
 from datetime import timedelta
 from typing import Any
 
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from agentlab.gateway.models import GatewayRunner, GatewaySession
+from agentlab.gateway.models import (
+    GatewayRunner,
+    GatewaySession,
+    SessionLimit,
+    ensure_session_room,
+)
 from traces.models import Run, Step
 
 RUNNER_FRESH_S = 60  # a runner long-polls every ~25 s: one silent this long is gone
@@ -39,8 +45,12 @@ def is_gateway(run: Run) -> bool:
 
 def replay(request: HttpRequest, source: Run) -> HttpResponse:
     on = request.POST.get("on_divergence", "live")
-    row = _job(request.user, source, mode="replay",
-               on_divergence=on if on in ("live", "stop") else "live")
+    try:
+        row = _job(request.user, source, mode="replay",
+                   on_divergence=on if on in ("live", "stop") else "live")
+    except SessionLimit as exc:
+        messages.error(request, str(exc))
+        return HttpResponseRedirect(reverse("run", args=[source.pk]))
     return HttpResponseRedirect(reverse("gateway_job", args=[row.key]))
 
 
@@ -50,8 +60,12 @@ def fork(request: HttpRequest, source: Run, step: Step) -> HttpResponse:
     if request.method == "POST":
         edit, errors = edit_from(step, request.POST)
         if not errors:
-            row = _job(request.user, source, mode="fork", fork_seq=step.seq, edit=edit)
-            return HttpResponseRedirect(reverse("gateway_job", args=[row.key]))
+            try:
+                row = _job(request.user, source, mode="fork", fork_seq=step.seq, edit=edit)
+            except SessionLimit as exc:
+                errors = [str(exc)]
+            else:
+                return HttpResponseRedirect(reverse("gateway_job", args=[row.key]))
         values = {k: request.POST.get(k, v) for k, v in values.items()}
     return render(request, "gateway/fork.html", {
         "run": source, "step": step, "values": values, "errors": errors,
@@ -60,6 +74,7 @@ def fork(request: HttpRequest, source: Run, step: Step) -> HttpResponse:
 
 
 def _job(user: Any, source: Run, **fields: Any) -> GatewaySession:
+    ensure_session_room(user)
     return GatewaySession.objects.create(
         user=user, for_runner=True, source=source, question=source.input or "",
         name=f"from run {source.pk}'s page", **fields)

@@ -514,3 +514,25 @@ async def test_a_hold_past_the_clients_patience_is_a_504_it_does_not_retry(user,
     assert not fake_llm.requests  # nothing reached the model, and the SDK asked once
     run = await run_of(user)
     assert [(kind, status) for _seq, kind, status in await steps(run.pk)] == [("llm", "error")]
+
+
+async def test_sessions_open_at_once_are_counted_per_account_before_one_is_made(
+        user, other_user, settings):
+    from agentlab.gateway.models import GatewaySession
+
+    settings.AGENTLAB_GATEWAY_MAX_SESSIONS = 2
+    alice, bob = await token_of(user), await token_of(other_user)
+    for _ in range(2):
+        assert (await call("post", "/gateway/sessions", {"name": "a.py"}, alice)).status_code == 201
+    refused = await call("post", "/gateway/sessions", {"name": "a.py"}, alice)
+    assert refused.status_code == 429
+    assert error_of(refused)["code"] == "too_many_sessions"
+    assert "AGENTLAB_GATEWAY_MAX_SESSIONS" in error_of(refused)["message"]
+    assert await GatewaySession.objects.filter(user=user).acount() == 2  # nothing made
+    # Another account's sessions are its own to count.
+    assert (await call("post", "/gateway/sessions", {"name": "b.py"}, bob)).status_code == 201
+    # An ended session makes room again.
+    first = await GatewaySession.objects.filter(user=user).afirst()
+    assert (await call("post", f"/gateway/sessions/{first.key}/end", {"exit_code": 0},
+                       alice)).status_code == 200
+    assert (await call("post", "/gateway/sessions", {"name": "a.py"}, alice)).status_code == 201
