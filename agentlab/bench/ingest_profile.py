@@ -106,8 +106,9 @@ async def _send(app: Any, token: str, cookie: list[tuple[bytes, bytes]], what: s
 
 async def _measure(spans: int, n_traces: int, trace_spans: int, watch: bool
                    ) -> list[Profiled]:
-    from agentlab.asgi import application
+    from channels.routing import get_default_application
 
+    application = get_default_application()  # the project's, as daphne serves it
     token, cookie = await sync_to_async(_prepare)()
     rng = random.Random(7)
     await _send(application, token, cookie, "warm-up", [agent_trace(rng, "warm", 10)], False)
