@@ -76,8 +76,7 @@ def step_html(step: StepView, run: Any, *, via: str = "") -> SafeString:
         parts.append(_actions(step, run, pk))
     parts.append("  </header>\n")
     if step.facts:
-        items = "".join(f'<li class="fact-{_e(key)}"><span>{_e(fact_label(key))}</span> '
-                        f'{_e(value)}</li>' for key, value in step.facts)
+        items = "".join(f"{_fact_head(key)}{_e(value)}</li>" for key, value in step.facts)
         parts.append(f'  <ul class="facts">{items}</ul>\n')
     if step.kind in ("tool", "approval"):
         parts.append('  <div class="field action"><div class="label">Action</div>'
@@ -105,6 +104,12 @@ def step_html(step: StepView, run: Any, *, via: str = "") -> SafeString:
         parts.append(f"  {step.feedback}\n")
     parts.append("</article>\n")
     return mark_safe("".join(parts))  # noqa: S308 (every value above is escaped)
+
+
+@lru_cache(maxsize=1024)
+def _fact_head(key: str) -> str:
+    # The same few keys on every step of a run (a received span's otel.* meta): made once.
+    return f'<li class="fact-{_e(key)}"><span>{_e(fact_label(key))}</span> '
 
 
 def _figures(step: StepView) -> str:
