@@ -444,3 +444,5 @@ def test_pieces_cut_only_big_traces_their_root_last_and_only_for_a_watcher(monke
     cut = [s for p in parts for s in p.get(trace_id, [])]
     assert sorted(s.span_id for s in cut) == sorted(s.span_id for s in groups[trace_id])
     assert not cut[-1].parent_id and all(s.parent_id for s in cut[:-1])  # the root last
+    del groups[trace_id]  # only small traces: one piece (short runs, most of them read whole)
+    assert chunks.pieces(groups, 4) == [groups]

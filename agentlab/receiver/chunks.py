@@ -4,14 +4,16 @@ on a watching page while the rest are still being stored: an exporter's batch of
 in one transaction kept every one of them waiting for the last (`manage.py bench_ingest`,
 the latency figure).
 
-Only while a run may have a watcher (in this process, or another one a channel layer reaches):
-nobody else would see the first spans sooner, and a piece costs a transaction (measured: a
-tenth more CPU for 1,000 traces of 10 spans). A piece holds at most
-AGENTLAB_RECEIVER_CHUNK_SPANS spans, but a trace no bigger than that is
-never cut (a trace that comes whole in one request is read whole from the spans in hand, the
-cheap way). A bigger trace is cut as an exporter with smaller batches would have sent it, its
-root (if it came) in its last piece: each piece is then one request's worth of the same
-trace, which the store takes the same way, retries and placeholders included.
+Only for a request that holds a trace of more than AGENTLAB_RECEIVER_CHUNK_SPANS spans, while
+a run may have a watcher (in this process, or another one a channel layer reaches): a batch
+of many short runs (most of them come whole, and are read whole: nobody can be watching them)
+or a request nobody watches gains nothing from it, and a piece costs a transaction (a tenth
+more CPU for 1,000 traces of 10 spans, measured). A piece holds at most that many spans, but
+a trace no bigger is never cut (a trace that comes whole in one request is read whole from
+the spans in hand, the cheap way). A bigger trace is cut as an exporter with smaller batches
+would have sent it, its root (if it came) in its last piece: each piece is then one
+request's worth of the same trace, which the store takes the same way, retries and
+placeholders included.
 """
 
 from __future__ import annotations
@@ -43,9 +45,9 @@ def admitted(groups: Groups, receipt: Any) -> Groups:
 
 def pieces(groups: Groups, size: int | None = None) -> list[Groups]:
     """`groups` in pieces of at most `size` spans (see the module's docstring)."""
-    if not fanout.anyone_watching():
-        return [groups] if groups else []
     size = max(1, size or settings.AGENTLAB_RECEIVER_CHUNK_SPANS)
+    if not fanout.anyone_watching() or all(len(spans) <= size for spans in groups.values()):
+        return [groups] if groups else []
     out: list[Groups] = []
     piece: Groups = {}
     room = size
