@@ -20,7 +20,14 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.testing import HttpCommunicator, WebsocketCommunicator
 
-from agentlab.bench.otlp_payload import Trace, agent_trace, agent_traces, bodies, export_order
+from agentlab.bench.otlp_payload import (
+    BATCH,
+    Trace,
+    agent_trace,
+    agent_traces,
+    bodies,
+    export_order,
+)
 
 PROTOBUF = b"application/x-protobuf"
 
@@ -81,8 +88,9 @@ async def _drain(comm: WebsocketCommunicator, counted: list[int]) -> None:
 
 
 async def _send(app: Any, token: str, cookie: list[tuple[bytes, bytes]], what: str,
-                traces: list[Trace], watch: bool) -> Profiled:
-    payload = bodies(export_order(traces))
+                traces: list[Trace], watch: bool, batch: int) -> Profiled:
+    payload = bodies(export_order(traces), batch)
+    watch = watch and len(payload) > 1  # one request: the run is over before a page opens
     spans = sum(n for n, _ in payload)
     counted, drain, comm = [0], None, None
     began, cpu = time.perf_counter(), time.process_time()
@@ -104,24 +112,26 @@ async def _send(app: Any, token: str, cookie: list[tuple[bytes, bytes]], what: s
                     counted[0])
 
 
-async def _measure(spans: int, n_traces: int, trace_spans: int, watch: bool
+async def _measure(spans: int, n_traces: int, trace_spans: int, watch: bool, batch: int
                    ) -> list[Profiled]:
     from channels.routing import get_default_application
 
     application = get_default_application()  # the project's, as daphne serves it
     token, cookie = await sync_to_async(_prepare)()
     rng = random.Random(7)
-    await _send(application, token, cookie, "warm-up", [agent_trace(rng, "warm", 10)], False)
+    await _send(application, token, cookie, "warm-up", [agent_trace(rng, "warm", 10)], False,
+                batch)
     one = [agent_trace(rng, "profile-one", spans)]
     many = agent_traces(rng, "profile-many", n_traces, trace_spans)
     out = [await _send(application, token, cookie, f"1 trace × {spans:,} spans"
-                       + (" (watched)" if watch else ""), one, watch),
+                       + (" (watched)" if watch else ""), one, watch, batch),
            await _send(application, token, cookie,
-                       f"{n_traces:,} traces × {trace_spans} spans", many, False)]
+                       f"{n_traces:,} traces × {trace_spans} spans", many, False, batch)]
     return out
 
 
-def profile(spans: int, n_traces: int, trace_spans: int, *, watch: bool = True
-            ) -> list[Profiled]:
-    """CPU per span of the two throughput payloads through the receiver in this process."""
-    return asyncio.run(_measure(spans, n_traces, trace_spans, watch))
+def profile(spans: int, n_traces: int, trace_spans: int, *, watch: bool = True,
+            batch: int = BATCH) -> list[Profiled]:
+    """CPU per span of the two throughput payloads through the receiver in this process,
+    sent `batch` spans a request."""
+    return asyncio.run(_measure(spans, n_traces, trace_spans, watch, batch))

@@ -109,7 +109,8 @@ class Command(BaseCommand):
     def profile(self, opts: dict[str, Any]) -> None:
         from agentlab.bench.ingest_profile import profile
 
-        for fig in profile(opts["spans"], opts["traces"], opts["trace_spans"]):
+        for fig in profile(opts["spans"], opts["traces"], opts["trace_spans"],
+                           batch=opts["batch"]):
             watched = f", {fig.frames:,} step frames to a watcher" if fig.frames else ""
             self.say(f"{fig.what}: {fig.cpu_us_per_span:.0f} µs CPU per span "
                      f"({fig.cpu_s:.2f} s CPU, {fig.wall_s:.2f} s wall{watched})")
