@@ -308,6 +308,9 @@ AGENTLAB_RECEIVER_MAX_OPEN_TRACES = env_int("AGENTLAB_RECEIVER_MAX_OPEN_TRACES",
 AGENTLAB_RECEIVER_MAX_TRACES_PER_REQUEST = env_int("AGENTLAB_RECEIVER_MAX_TRACES_PER_REQUEST",
                                                    1_000)
 AGENTLAB_RECEIVER_MAX_VALUE_CHARS = env_int("AGENTLAB_RECEIVER_MAX_VALUE_CHARS", 1_000_000)
+# Spans the receiver stores (and publishes) a transaction at a time: the first spans of a big
+# request reach a watching page while the rest are stored (agentlab/receiver/chunks.py).
+AGENTLAB_RECEIVER_CHUNK_SPANS = env_int("AGENTLAB_RECEIVER_CHUNK_SPANS", 128)
 
 # The OpenAI-compatible gateway (/gateway/v1, agentlab/gateway/, docs/GATEWAY.md): a request's
 # body (before Django reads it); per user and process, requests a minute and at once; how long

@@ -198,3 +198,14 @@ def test_a_receiver_past_its_cap_shows_the_cap_and_the_most_it_can_have_done():
         "> 300 s, under 33"
     assert _rate({"spans": 10_000, "spans_per_s": 7352.9, "cap_s": 300.0, "seconds": 1.36}) == \
         "7,353 (1.36 s)"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_profile_prints_cpu_per_span_of_both_payloads_a_page_watching(capsys):
+    call_command("bench_ingest", "--profile", "--spans", "40", "--traces", "3", "--batch", "16")
+    out = capsys.readouterr().out
+    one = re.search(r"^1 trace × 40 spans \(watched\): (\d+) µs CPU per span \([\d.]+ s CPU, "
+                    r"[\d.]+ s wall, (\d+) step frames to a watcher\)$", out, re.M)
+    assert one and int(one[1]) > 0, out
+    assert int(one[2]) >= 40 - 16, out  # the steps after the first request's, live
+    assert re.search(r"^3 traces × 10 spans: \d+ µs CPU per span", out, re.M), out

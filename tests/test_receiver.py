@@ -389,3 +389,60 @@ async def test_a_trace_sent_in_many_requests_reads_whole_exactly_as_its_import(
     assert (run.status, run.step_count, run.llm_calls, run.tool_calls) == (
         "succeeded", 39, 13, 13)
     assert held.spans_held() == 0  # taken by the whole read: nothing left behind
+
+
+async def test_a_watched_trace_is_stored_a_piece_at_a_time_and_ends_as_its_import(
+        user, token, settings):
+    """With a page watching, a big request is stored (and shown) a piece at a time
+    (agentlab/receiver/chunks.py): each span's step comes once, in the order the spans came,
+    placeholders before the children that came first, and the run reads whole as its import;
+    a retry of a request stores nothing again."""
+    settings.AGENTLAB_RECEIVER_CHUNK_SPANS = 4
+    trace = agent_trace(random.Random(11), "pieces", 40)
+    spans = export_order([trace])
+    await send(token, encode(spans[:2]))
+    run = await received(user)
+    comm = await connect(run.pk, user)
+    try:
+        backfill = await synced(comm)
+        await send(token, encode(spans[2:20]))
+        await send(token, encode(spans[2:20]))  # an exporter's retry
+        await send(token, encode(spans[20:]))  # 20 spans, the root last: five pieces
+        frames = await frames_until(comm, is_type("final"))
+    finally:
+        await comm.disconnect()
+    steps = [f for f in backfill + frames if f["type"] == "step"]
+    done = [f["seq"] for f in steps if f["status"] != "running"]
+    assert len(done) == len(set(done)) == 40  # every span's step once (the root's too, live)
+    shown: set[int] = set()
+    for frame in steps:  # a step's parent (or its placeholder) is on the page before it
+        assert frame["parent"] is None or frame["parent"] in shown, frame["seq"]
+        shown.add(frame["seq"])
+    run = await Run.objects.aget(pk=run.pk)
+    _fields, expected = run_from_trace(traces(encode(spans))[trace.hex_id])
+    assert await sync_to_async(steps_of)(run) == [
+        (s.seq, s.parent, s.kind, s.name, s.status) for s in expected]
+    assert (run.status, run.step_count) == ("succeeded", 39)
+
+
+def test_pieces_cut_only_big_traces_their_root_last_and_only_for_a_watcher(monkeypatch):
+    from agentlab.receiver import chunks
+
+    small = [AgentTrace().whole() for _ in range(3)]  # 4 spans each, the root last
+    big = export_order([agent_trace(random.Random(3), "big", 11)])
+    big = big[-1:] + big[:-1]  # the root first: an exporter's order is not to be relied on
+    groups = traces(encode(big))
+    groups |= {f"small{n}": traces(encoded(t)).popitem()[1] for n, t in enumerate(small)}
+    monkeypatch.setattr(chunks.fanout, "anyone_watching", lambda: False)
+    assert chunks.pieces(groups, 4) == [groups]  # nobody to show the first spans to sooner
+    monkeypatch.setattr(chunks.fanout, "anyone_watching", lambda: True)
+    parts = chunks.pieces(groups, 4)
+    assert all(sum(map(len, p.values())) <= 4 for p in parts)
+    assert [p[f"small{n}"] for n in range(3) for p in parts if f"small{n}" in p] == [
+        groups[f"small{n}"] for n in range(3)]  # a small trace is never cut
+    trace_id = next(iter(groups))
+    cut = [s for p in parts for s in p.get(trace_id, [])]
+    assert sorted(s.span_id for s in cut) == sorted(s.span_id for s in groups[trace_id])
+    assert not cut[-1].parent_id and all(s.parent_id for s in cut[:-1])  # the root last
+    del groups[trace_id]  # only small traces: one piece (short runs, most of them read whole)
+    assert chunks.pieces(groups, 4) == [groups]

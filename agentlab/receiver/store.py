@@ -8,9 +8,10 @@ Seqs are given in order of arrival. When the root span arrives (or the trace goe
 `close_quiet`), the run is read whole (agentlab/receiver/whole.py). A span that comes again
 (an exporter's retry) changes nothing; one that comes after the end reads the run whole again.
 
-A request's traces are stored together — their rows looked up, made and written a statement
-for all of them, not a transaction each: a batch of 512 spans often holds a hundred small
-traces. A trace that comes whole in one request is read whole from the spans in hand (nobody
+A request's traces (or a piece of a big request's: agentlab/receiver/chunks.py) are stored
+together — their rows looked up, made and written a statement for all of them, not a
+transaction each: a batch of 512 spans often holds a hundred small traces. A trace that
+comes whole in one request is read whole from the spans in hand (nobody
 can be watching a run that did not exist); one that was open gets its live steps written and
 published first, and is read whole by `finish`, a second job on the writer thread, so the
 watchers see the last spans before the whole read.
@@ -54,6 +55,14 @@ class Receipt:
     rejected: int = 0
     reasons: list[str] = field(default_factory=list)
 
+    def add(self, other: Receipt) -> None:
+        """What another piece of the same request did, after this one's."""
+        self.events += other.events
+        self.ending += other.ending
+        self.rejected += other.rejected
+        for reason in other.reasons:
+            self.warn(reason)
+
     def refuse(self, count: int, reason: str) -> None:
         self.rejected += count
         self.warn(reason)
@@ -76,15 +85,11 @@ class _Batch:
 
 
 def receive(user: Any, project: str, groups: dict[str, list[Span]]) -> Receipt:
-    """Store the request's spans and show them as steps (see the module's docstring)."""
+    """Store a request's spans (or a piece of them: agentlab/receiver/chunks.py) and show
+    them as steps (see the module's docstring)."""
     receipt, batch, arrived = Receipt(), _Batch(), time.time()
-    most = settings.AGENTLAB_RECEIVER_MAX_TRACES_PER_REQUEST
     wanted: dict[str, list[Span]] = {}
-    for n, (trace_id, spans) in enumerate(groups.items()):
-        if n >= most:
-            receipt.refuse(len(spans), f"a request may hold the spans of {most:,} traces "
-                                       "(AGENTLAB_RECEIVER_MAX_TRACES_PER_REQUEST)")
-            continue
+    for trace_id, spans in groups.items():
         for span in spans:
             _cut_long_values(span, receipt)
         wanted[trace_id.lower()] = spans

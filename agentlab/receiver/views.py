@@ -20,7 +20,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from agentlab.receiver import closer, protocol, store
+from agentlab.receiver import chunks, closer, protocol, store
 from agentlab.receiver.ratelimit import DecodeGate, RateLimiter
 from agentlab.runs import fanout
 from agentlab.runs.writer import WRITER
@@ -83,21 +83,44 @@ async def _admitted(request: HttpRequest, encoding: protocol.Encoding, user: Any
     if not groups:
         return _answer(protocol.reply(encoding))
     project = (request.headers.get(PROJECT_HEADER) or "").strip()[:200]
+    receipt, failed = store.Receipt(), False
     try:
-        receipt = await WRITER.call(store.receive, user, project, groups)
+        await _store(user, project, chunks.admitted(groups, receipt), receipt)
     except Exception:
         log.exception("received spans could not be stored")
-        return _error(encoding, 503, "The spans could not be stored just now; nothing of them "
-                                     "was kept. The exporter sends them again.", 5)
-    publish(receipt.events)  # the live steps first, then the whole read of what they ended
-    if receipt.ending:
+        failed = True
+    if receipt.ending:  # the pieces stored may have ended traces, even if a later one failed
         try:
             publish(await WRITER.call(store.finish, receipt.ending))
         except Exception:  # stored, but not read whole yet: the quiet sweep will
             log.exception("received traces could not be read whole")
     closer.ensure_running()
+    if failed:
+        return _error(encoding, 503, "The spans could not all be stored just now. The "
+                                     "exporter sends them again (those stored already are "
+                                     "not stored twice).", 5)
     return _answer(protocol.reply(encoding, rejected=receipt.rejected,
                                   message="; ".join(receipt.reasons)))
+
+
+async def _store(user: Any, project: str, groups: dict[str, list[Span]],
+                 receipt: store.Receipt) -> None:
+    """Store the spans a piece at a time, each piece published once committed (the live
+    steps first; the whole read of what they ended after the last, `finish`): the first
+    spans of a big request reach their watchers while the rest are stored, and the next
+    piece is handed to the writer thread before this one's frames are made, so its SQL
+    runs while they are."""
+    parts = chunks.pieces(groups)
+    if not parts:
+        return
+    pending = WRITER.call(store.receive, user, project, parts[0])
+    for n in range(len(parts)):
+        done = await pending
+        if n + 1 < len(parts):
+            pending = WRITER.call(store.receive, user, project, parts[n + 1])
+        publish(done.events)
+        done.events = []
+        receipt.add(done)
 
 
 def _decode(headers: dict[str, str], body: bytes) -> dict[str, list[Span]]:

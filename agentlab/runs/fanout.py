@@ -74,6 +74,13 @@ def watchers(run_id: int) -> int:
     return len(entry.subscribers) if entry is not None else 0
 
 
+def anyone_watching() -> bool:
+    """Whether a run may have a watcher: one in this process, or perhaps one in another
+    (a channel layer that reaches other processes)."""
+    return (remote_layer() is not None
+            or any(entry.watched for entry in REGISTRY.entries()))
+
+
 def remote_layer() -> Any:
     """The channel layer, when it reaches other processes; None for the in-memory one."""
     layer = get_channel_layer()

@@ -19,6 +19,8 @@ from pygments.lexer import Lexer
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from traces.display.json_html import value_html
+
 CSS_CLASS = "hl"
 LIGHT_STYLE, DARK_STYLE = "default", "github-dark"
 _SQL = re.compile(r"^\s*(select|with|insert|update|delete|create|explain|pragma)\b", re.I)
@@ -101,12 +103,20 @@ def highlight_value(value: Any) -> SafeString:
         compact = None
     if compact is not None and len(compact) <= CACHED_CHARS:
         return _highlight_json(compact)
-    return highlight(to_json(value), "json")
+    return _json(value)
 
 
 @lru_cache(maxsize=512)
 def _highlight_json(compact: str) -> SafeString:
-    return highlight(to_json(json.loads(compact)), "json")
+    return _json(json.loads(compact))
+
+
+def _json(value: Any) -> SafeString:
+    """A value as indented JSON, highlighted: straight from the value when it is plain JSON
+    (the same HTML as Pygments', several times faster: json_html.py), else by Pygments."""
+    if (fast := value_html(value)) is not None:
+        return mark_safe(fast)  # noqa: S308 (every text escaped, as Pygments does)
+    return highlight(to_json(value), "json")
 
 
 def code_blocks(value: Any) -> list[tuple[str, SafeString]]:

@@ -78,6 +78,10 @@ class Command(BaseCommand):
                             help="the Python of Phoenix's virtualenv "
                                  "(default: the one scripts/test makes)")
         parser.add_argument("--json", help="also write the figures to this file")
+        parser.add_argument("--profile", action="store_true",
+                            help="instead: CPU µs per span of the two throughput payloads "
+                                 "through the receiver in this process, a socket watching "
+                                 "(agentlab/bench/ingest_profile.py; a fresh AGENTLAB_VAR_DIR)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         sizes = ("spans", "traces", "trace_spans", "buffered", "latency_spans", "batch")
@@ -86,6 +90,8 @@ class Command(BaseCommand):
                                "--latency-spans, --batch and --rate need numbers ≥ 1")
         if opts["trace_spans"] < 2:
             raise CommandError("--trace-spans needs at least 2 (a root and a step)")
+        if opts["profile"]:
+            return self.profile(opts)
         python = Path(opts["phoenix_python"])
         if not opts["skip_phoenix"] and not python.exists():
             raise CommandError(f"no Phoenix at {python} (scripts/test makes its virtualenv; "
@@ -99,6 +105,15 @@ class Command(BaseCommand):
         self.table(figures, opts)
         if opts["json"]:
             Path(opts["json"]).write_text(json.dumps(figures, indent=2, default=str))
+
+    def profile(self, opts: dict[str, Any]) -> None:
+        from agentlab.bench.ingest_profile import profile
+
+        for fig in profile(opts["spans"], opts["traces"], opts["trace_spans"],
+                           batch=opts["batch"]):
+            watched = f", {fig.frames:,} step frames to a watcher" if fig.frames else ""
+            self.say(f"{fig.what}: {fig.cpu_us_per_span:.0f} µs CPU per span "
+                     f"({fig.cpu_s:.2f} s CPU, {fig.wall_s:.2f} s wall{watched})")
 
     # ------------------------------------------------------------------ the two receivers
 
