@@ -55,6 +55,7 @@ class FastGateway:
             return
         with closing(body):
             request = ASGIRequest(scope, body)
+            response: HttpResponseBase | None = None
             try:
                 async with asyncio.TaskGroup() as group:
                     group.create_task(self.handler.listen_for_disconnect(receive))
@@ -63,6 +64,22 @@ class FastGateway:
                     raise _Sent
             except* (_Sent, RequestAborted):
                 pass
+            finally:
+                if response is not None:
+                    _closed(response)
+
+
+def _closed(response: HttpResponseBase) -> None:
+    """What Django's handler does once a response is sent (or its client left), less the
+    request_finished signal (its receivers tidy the database connections of the thread that
+    served a request; this path uses none on the loop): the response's closers run, among
+    them the recording of the step whose reply this was (agentlab.gateway.answer)."""
+    for closer in response._resource_closers:
+        try:
+            closer()
+        except Exception:
+            log.exception("closing a gateway response failed")
+    response._resource_closers.clear()
 
 
 async def respond(request: ASGIRequest) -> HttpResponseBase:
