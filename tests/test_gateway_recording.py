@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from agentlab.gateway import session as gateway_session
+from agentlab.gateway import later
 from agentlab.gateway.sessions import TABLE
 from agentlab.tokens.models import create_token
 from tests.fake_openai import Delay, Reply
@@ -49,7 +49,7 @@ async def shown(user, expected: list[tuple[str, str]], timeout: float = 10) -> N
 
 async def test_a_slow_call_shows_as_running_while_the_agent_waits(user, token, profile, fake_llm,
                                                                 ended, monkeypatch):
-    monkeypatch.setattr(gateway_session, "SLOW_S", 0.2)
+    monkeypatch.setattr(later, "SLOW_S", 0.2)
     fake_llm.script(Delay(1.5, Reply(text="Sunny.")), Reply(text="Still sunny."))
     client = in_process(token)
     messages = [{"role": "user", "content": QUESTION}]

@@ -9,18 +9,13 @@ agent keeps sending its own). A replay or fork session answers from the record w
 requests match it (agentlab.llm.replay.Recording), marking each step with where its reply
 came from, and the first request that differs with why.
 
-What costs the agent time is kept off its call (docs/GATEWAY.md "Performance"): a step the
-run's control will not hold and no guardrail reads goes without its `running` version unless
-it is still open after SLOW_S (the page shows a call in flight only if it is slow enough to
-watch); an llm step's finished version is handed to the recorder once its reply has been sent
-(`after_sent`), and before the run's status in any case (`end`).
+What costs the agent time is recorded off its call (agentlab.gateway.later).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +24,7 @@ from asgiref.sync import sync_to_async
 
 from agentlab.gateway.control import GatewayControl
 from agentlab.gateway.grouping import normal_request, tool_results, with_result
+from agentlab.gateway.later import Later
 from agentlab.gateway.protocol import ChatRequest, GatewayError
 from agentlab.guardrails.checks import Check
 from agentlab.guardrails.decisions import decision_step
@@ -40,9 +36,6 @@ from agentlab.runtime.guard import RunGuard, blocked
 from agentlab.runtime.limits import Totals
 from traces.models import Run
 from traces.schema import Step
-
-log = logging.getLogger(__name__)
-SLOW_S = 1.0  # a call open this long gets its `running` version: the page shows it in flight
 
 
 @dataclasses.dataclass
@@ -88,10 +81,7 @@ class Session:
         self.keys: list[tuple[int, str]] = []  # its entries in the table's index
         self.call_ids: list[str] = []  # the tool call ids its replies gave
         self.on_end = on_end
-        self._slow: dict[int, asyncio.TimerHandle] = {}  # seq -> its `running` version, later
-        self._unsent: dict[int, Step] = {}  # finished llm steps whose reply is being sent
-        self._later: set[asyncio.Task[None]] = set()
-        self._loop = asyncio.get_running_loop()
+        self.later = Later(run_id, self.recorder.running, self.record)
 
     # ------------------------------------------------------------------ steps
 
@@ -103,8 +93,7 @@ class Session:
         """Persist, then publish, the step as the guardrails let it be seen (returned: what
         a hold may show); a block on a reply or a tool result refuses the request (the
         recorded step stays, redacted)."""
-        if (timer := self._slow.pop(step.seq, None)) is not None:
-            timer.cancel()
+        self.later.settled(step)
         shown, decisions = await self.guard.astep(step) if self.guard else (step, [])
         await self.recorder.step(shown)
         await self.control.step(step)  # breakpoints after a step (a failed call)
@@ -174,17 +163,13 @@ class Session:
         """Whether `step` may go on without its `running` version: no guardrail reads it
         (one may refuse the request) and the control will not hold it now (asked and acted
         on in one go: nothing can pause the run in between). Then it gets one only if it
-        is still open after SLOW_S."""
-        if self.guard is not None or self.control.reason_to_pause(step) is not None:
+        is still open after later.SLOW_S. A run cancelled or ended goes the held way: refused there,
+        with the step saying why."""
+        if (self.guard is not None or self.cancelled or self.ended
+                or self.control.reason_to_pause(step) is not None):
             return False
-        self.refuse_if_over()
-        self._slow[step.seq] = asyncio.get_running_loop().call_later(
-            SLOW_S, self._still_open, step)
+        self.later.watch(step)
         return True
-
-    def _still_open(self, step: Step) -> None:
-        if self._slow.pop(step.seq, None) is not None:
-            self.recorder.running(step)
 
     async def tool_results(self, messages: list[dict[str, Any]]) -> None:
         """Record the tool results this request carries for the calls of earlier replies
@@ -269,8 +254,8 @@ class Session:
 
     async def close_call(self, step: Step, result: ChatResult, started: float, *,
                          sending: bool = False) -> None:
-        """The call answered: its step finished. `sending`: recorded once `after_sent` says
-        its reply went out (when no guardrail must read it first), not before."""
+        """The call answered: its step finished. `sending`: recorded once the reply went out
+        (`later.after_sent`) when no guardrail must read it first, not before."""
         step.output, step.text, step.status = result.to_dict(), result.text or "", "ok"
         step.name = result.model or step.name
         step.tokens_in, step.tokens_out = result.usage.prompt_tokens, result.usage.completion_tokens
@@ -290,38 +275,9 @@ class Session:
         t.cost_usd += step.cost_usd
         self.last_text, self.last_error = result.text or "", ""
         if sending and self.guard is None:
-            if (timer := self._slow.pop(step.seq, None)) is not None:
-                timer.cancel()
-            self._unsent[step.seq] = step
+            self.later.hold_back(step)
             return
         await self.record(step)
-
-    def after_sent(self) -> None:
-        """The reply went out (or the client left): record what waited for it, in a task
-        of its own (called from Django's response closers, maybe in another thread)."""
-        try:
-            here = asyncio.get_running_loop() is self._loop
-        except RuntimeError:  # Django's handler closes a response in a thread
-            here = False
-        if here:  # the step is handed over in the next loop turn, before anything else
-            self._record_unsent_soon()
-        elif not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._record_unsent_soon)
-
-    def _record_unsent_soon(self) -> None:
-        if self._unsent:
-            task = asyncio.get_running_loop().create_task(self._record_unsent())
-            self._later.add(task)
-            task.add_done_callback(self._later.discard)
-
-    async def _record_unsent(self) -> None:
-        while self._unsent:
-            step = self._unsent.pop(next(iter(self._unsent)))
-            try:
-                await self.record(step)
-            except Exception:  # the recorder keeps what was lost for the run's status
-                log.exception("gateway run %s: recording step %s failed", self.run_id,
-                              step.seq)
 
     async def fail_call(self, step: Step, error: str, kind: str = "error") -> None:
         step.output, step.text, step.status = {"error": error, "kind": kind}, error, "error"
@@ -345,7 +301,7 @@ class Session:
         if self.ended:
             return
         self.ended = True
-        await self._record_unsent()  # a reply still being sent: its step before the status
+        await self.later.flush()  # a reply still being sent: its step before the status
         status = status or ("failed" if self.last_error else "succeeded")
         error = error or (self.last_error if status == "failed" else "")
         if status == "succeeded" and self.last_text:
