@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 
 from agentlab.gateway.protocol import (
     ChatRequest,
@@ -54,11 +54,11 @@ async def answer(session: Session, request: ChatRequest, route: Route) -> HttpRe
             return _reply(request, ready)
         if request.stream and not route.has_output_checks:
             streaming = True
-            return _stream(session, request, sent, route, step, started)
+            return _after_sent(_stream(session, request, sent, route, step, started), session)
         result = TABLE.own_call_ids(session, await _call(session, sent, route, step))
-        await session.close_call(step, result, started)
+        await session.close_call(step, result, started, sending=True)
         TABLE.remember(session, request.messages, message_of(result))
-        return _reply(request, result)
+        return _after_sent(_reply(request, result), session)
     finally:
         if not streaming:
             session.in_flight -= 1
@@ -79,6 +79,13 @@ async def _call(session: Session, sent: ChatRequest, route: Route, step: Any,
     except asyncio.CancelledError:
         await session.fail_call(step, "the client closed the connection before the reply")
         raise
+
+
+def _after_sent(response: HttpResponseBase, session: Session) -> HttpResponseBase:
+    """The step of this reply is recorded once the reply is out: when the response is closed
+    (by Django's handler, or by agentlab.gateway.fast_path after its last byte)."""
+    response._resource_closers.append(session.later.after_sent)
+    return response
 
 
 def _reply(request: ChatRequest, result: ChatResult) -> HttpResponse:
@@ -109,7 +116,7 @@ def _stream(session: Session, request: ChatRequest, sent: ChatRequest, route: Ro
         try:
             result = TABLE.own_call_ids(session,
                                         await _call(session, sent, route, step, on_token))
-            await session.close_call(step, result, started)
+            await session.close_call(step, result, started, sending=True)
             TABLE.remember(session, request.messages, message_of(result))
             for event in chunks.ending(result, usage=request.include_usage):
                 queue.put_nowait(event)

@@ -25,7 +25,7 @@ from agentlab.llm.errors import LLMError
 from agentlab.llm.local_server import MODEL_NAME, local_base_url
 from agentlab.llm.types import ProfileConfig
 from agentlab.models import Agent, Guardrail, ModelProfile
-from agentlab.profiles import EMBEDDED_PROFILE, model_for, to_config
+from agentlab.profiles import EMBEDDED_PROFILE, concurrency, to_config
 
 DEFAULT = "*"
 MAX_CACHED = 1_000  # routes by model name kept in the process
@@ -52,7 +52,9 @@ class Route:
 
     @property
     def model(self) -> OpenAIChatModel:
-        return _models.setdefault(self.profile, model_for(self.profile))
+        if (found := _models.get(self.profile)) is None:
+            found = _models[self.profile] = _new_model(self.profile)
+        return found
 
 
 FRESH_S = 5.0
@@ -101,6 +103,21 @@ def _checks(agent: Agent | None) -> tuple[Check, ...]:
              .select_related("judge_profile").order_by("name")])
     # Judges do not read gateway traffic: a judge is a model call of its own per message.
     return tuple(Check.from_dict(r) for r in rows if r["kind"] != "judge")
+
+
+def _new_model(profile: ProfileConfig) -> OpenAIChatModel:
+    """The profile's model, its endpoints' limits on requests at once read once (whether an
+    endpoint is the embedded model's reads a state file: per call, that was ~0.1 ms of an
+    agent's latency): again after FRESH_S, as a route is."""
+    limits: dict[ProfileConfig, tuple[int, float]] = {}
+
+    def limit(config: ProfileConfig) -> int:
+        found = limits.get(config)
+        if found is None or time.monotonic() - found[1] >= FRESH_S:
+            found = limits[config] = (concurrency(config), time.monotonic())
+        return found[0]
+
+    return OpenAIChatModel(profile, gate_limit=limit)
 
 
 def forget(**_kwargs: object) -> None:

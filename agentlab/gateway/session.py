@@ -8,6 +8,8 @@ or answered by the person; an edited tool result is substituted in every later r
 agent keeps sending its own). A replay or fork session answers from the record while the
 requests match it (agentlab.llm.replay.Recording), marking each step with where its reply
 came from, and the first request that differs with why.
+
+What costs the agent time is recorded off its call (agentlab.gateway.later).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from asgiref.sync import sync_to_async
 
 from agentlab.gateway.control import GatewayControl
 from agentlab.gateway.grouping import normal_request, tool_results, with_result
+from agentlab.gateway.later import Later
 from agentlab.gateway.protocol import ChatRequest, GatewayError
 from agentlab.guardrails.checks import Check
 from agentlab.guardrails.decisions import decision_step
@@ -78,6 +81,7 @@ class Session:
         self.keys: list[tuple[int, str]] = []  # its entries in the table's index
         self.call_ids: list[str] = []  # the tool call ids its replies gave
         self.on_end = on_end
+        self.later = Later(run_id, self.recorder.running, self.record)
 
     # ------------------------------------------------------------------ steps
 
@@ -89,6 +93,7 @@ class Session:
         """Persist, then publish, the step as the guardrails let it be seen (returned: what
         a hold may show); a block on a reply or a tool result refuses the request (the
         recorded step stays, redacted)."""
+        self.later.settled(step)
         shown, decisions = await self.guard.astep(step) if self.guard else (step, [])
         await self.recorder.step(shown)
         await self.control.step(step)  # breakpoints after a step (a failed call)
@@ -154,6 +159,18 @@ class Session:
         return GatewayError(409, "The run was cancelled in Agent Lab.", code="run_cancelled",
                             retry=False)
 
+    def _unwatched(self, step: Step) -> bool:
+        """Whether `step` may go on without its `running` version: no guardrail reads it
+        (one may refuse the request) and the control will not hold it now (asked and acted
+        on in one go: nothing can pause the run in between). Then it gets one only if it
+        is still open after later.SLOW_S. A run cancelled or ended goes the held way: refused there,
+        with the step saying why."""
+        if (self.guard is not None or self.cancelled or self.ended
+                or self.control.reason_to_pause(step) is not None):
+            return False
+        self.later.watch(step)
+        return True
+
     async def tool_results(self, messages: list[dict[str, Any]]) -> None:
         """Record the tool results this request carries for the calls of earlier replies
         (each once), holding at a tool breakpoint; edits join the substitutions."""
@@ -167,13 +184,16 @@ class Session:
                         meta={"call_id": call_id, "ran_by": "agent"})
             if call_id in self.substitutions:
                 step.meta["edited"] = True
-            shown = await self.record(step)
-            # Held, the page shows (and offers to edit) the result the agent sent, redacted
-            # as the trace will have it; its guardrail decisions come with the finished step.
-            held = dataclasses.replace(shown, text=await self._redacted(text))
-            edit = await self.hold(step, held)
-            if edit is not None and edit["observation"] == held.text:
-                edit = None  # sent back as shown (maybe redacted): the agent's own stays
+            edit = None
+            if not self._unwatched(step):
+                shown = await self.record(step)
+                # Held, the page shows (and offers to edit) the result the agent sent,
+                # redacted as the trace will have it; its guardrail decisions come with the
+                # finished step.
+                held = dataclasses.replace(shown, text=await self._redacted(text))
+                edit = await self.hold(step, held)
+                if edit is not None and edit["observation"] == held.text:
+                    edit = None  # sent back as shown (maybe redacted): the agent's own stays
             if edit is not None:
                 text = self.substitutions[call_id] = edit["observation"]
                 step.meta["edited"] = True
@@ -205,8 +225,10 @@ class Session:
         when it needs no model (served from the record, or written by the person)."""
         step = Step(seq=self._next(), kind="llm", name=model, input=request.recorded(),
                     status="running")
-        shown = await self.record(step)
-        edit = _changed(await self.hold(step, shown), shown)
+        edit = None
+        if not self._unwatched(step):
+            shown = await self.record(step)
+            edit = _changed(await self.hold(step, shown), shown)
         if edit is not None:
             step.meta["edited"] = True
             if "response" in edit:
@@ -230,7 +252,10 @@ class Session:
         if outcome.divergence is not None and self.first_divergence is None:
             self.first_divergence = {"seq": step.seq, **outcome.divergence.to_dict()}
 
-    async def close_call(self, step: Step, result: ChatResult, started: float) -> None:
+    async def close_call(self, step: Step, result: ChatResult, started: float, *,
+                         sending: bool = False) -> None:
+        """The call answered: its step finished. `sending`: recorded once the reply went out
+        (`later.after_sent`) when no guardrail must read it first, not before."""
         step.output, step.text, step.status = result.to_dict(), result.text or "", "ok"
         step.name = result.model or step.name
         step.tokens_in, step.tokens_out = result.usage.prompt_tokens, result.usage.completion_tokens
@@ -249,6 +274,9 @@ class Session:
         t.tokens_out += step.tokens_out
         t.cost_usd += step.cost_usd
         self.last_text, self.last_error = result.text or "", ""
+        if sending and self.guard is None:
+            self.later.hold_back(step)
+            return
         await self.record(step)
 
     async def fail_call(self, step: Step, error: str, kind: str = "error") -> None:
@@ -273,6 +301,7 @@ class Session:
         if self.ended:
             return
         self.ended = True
+        await self.later.flush()  # a reply still being sent: its step before the status
         status = status or ("failed" if self.last_error else "succeeded")
         error = error or (self.last_error if status == "failed" else "")
         if status == "succeeded" and self.last_text:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from typing import Any
@@ -34,6 +35,7 @@ from agentlab.llm.types import ChatResult
 from agentlab.runs.control import DebugSettings
 from agentlab.runs.room import RunLimit
 from agentlab.runs.start import gateway_run
+from agentlab.runs.writer import WRITER
 from traces.models import Step
 
 log = logging.getLogger(__name__)
@@ -225,10 +227,13 @@ async def _new_run(user: Any, request: ChatRequest, route: Route, row: GatewaySe
         asked = (await sync_to_async(check_question, thread_sensitive=False)(
             asked, route.checks))[0]
     try:
-        run = await sync_to_async(gateway_run, thread_sensitive=False)(
-            user, question=asked, agent_name=name,
+        # On the recorder's writer thread: with SQLite, a second writer waits for the lock
+        # by sleeping (up to 100 ms a time), so a new run beside the steps being written
+        # stalled the agent's first call (the 50-client bench's worst first tokens).
+        run = await WRITER.call(functools.partial(
+            gateway_run, user, question=asked, agent_name=name,
             snapshot=snapshot, parent_run=row.source if following else None,
-            fork_seq=row.fork_seq if following else None)
+            fork_seq=row.fork_seq if following else None))
     except RunLimit as exc:
         raise GatewayError(429, str(exc), type="rate_limit_error", code="too_many_runs",
                            retry=False) from None

@@ -62,7 +62,7 @@ def gateway_view(view: Any) -> Any:
     @login_not_required  # a token, not a session: authorised below, request by request
     @csrf_exempt  # no cookie is read, so no cross-site request forgery
     async def wrapped(request: HttpRequest, **kwargs: Any) -> HttpResponse:
-        found = await auth.who(dict(request.headers))
+        found = await auth.who(_credentials(request))
         if isinstance(found, Refused):
             return error_response(GatewayError(
                 found.status, found.message, type="authentication_error"
@@ -92,6 +92,14 @@ def gateway_view(view: Any) -> Any:
         return response
 
     return wrapped
+
+
+def _credentials(request: HttpRequest) -> dict[str, str]:
+    """The headers a token may come in (agentlab.tokens.auth.presented): only those, read
+    from META (all of `request.headers` as a dict cost ~0.1 ms a call)."""
+    meta = request.META
+    return {name: meta[key] for name, key in (("Authorization", "HTTP_AUTHORIZATION"),
+                                              ("X-Api-Key", "HTTP_X_API_KEY")) if key in meta}
 
 
 def _once(work: Callable[[], None]) -> Callable[[], None]:

@@ -187,9 +187,14 @@ class RunControl:
         return pause.future.result()
 
     def _why_pause(self, step: Step) -> str | None:
+        reason = self.reason_to_pause(step)
+        self._pause_next = None
+        return reason
+
+    def reason_to_pause(self, step: Step) -> str | None:
+        """Why a checkpoint now would pause at `step` (None: it would go on); only asks."""
         if self._pause_next is not None:
-            reason, self._pause_next = self._pause_next, None
-            return reason
+            return self._pause_next
         if self.settings.step_mode:
             return f"step mode: before the {step.kind} call {step.name}".rstrip()
         if step.kind == "tool" and step.name in self.settings.break_tools:

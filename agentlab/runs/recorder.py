@@ -208,19 +208,7 @@ class Recorder:
         self.fence = FENCE.get()  # a worker's run: written only while it is still its own
 
     async def step(self, step: StepRecord) -> None:
-        if self.fence is not None:
-            self.fence.check()  # a worker whose lease lapsed goes no further (TakenOver)
-        recorded_at = time.time()
-        record = step.to_dict()  # a deep copy: the run may change its dicts after this
-        # version: which emission of this seq (consumers render each version once per process);
-        # recorded_at / sent_at (epoch s: handed over / row written) measure publish latency.
-        version = self._versions[step.seq] = self._versions.get(step.seq, 0) + 1
-        message = None
-        if self.publishing:
-            message = {"type": "run.step", "seq": step.seq, "step": record,
-                       "version": version, "recorded_at": recorded_at}
-        # The row, from the same copy; a row that cannot be written fails the run's step.
-        written_row = self._write(record, message)
+        written_row, record, message = self._hand_over(step)
         if step.status == "running":  # its end follows: the run waits for that one
             written_row.add_done_callback(_quiet)
             return
@@ -241,6 +229,28 @@ class Recorder:
         except Exception as exc:
             self._lost.append(f"step {step.seq} ({step.kind}): {exc}")
             raise
+
+    def running(self, step: StepRecord) -> None:
+        """Hand over a `running` version now, from synchronous code (a timer), never waited
+        for: its end follows, and the run waits for that one."""
+        assert step.status == "running"
+        self._hand_over(step)[0].add_done_callback(_quiet)
+
+    def _hand_over(self, step: StepRecord
+                   ) -> tuple[asyncio.Future[None], dict[str, Any], dict[str, Any] | None]:
+        if self.fence is not None:
+            self.fence.check()  # a worker whose lease lapsed goes no further (TakenOver)
+        recorded_at = time.time()
+        record = step.to_dict()  # a deep copy: the run may change its dicts after this
+        # version: which emission of this seq (consumers render each version once per process);
+        # recorded_at / sent_at (epoch s: handed over / row written) measure publish latency.
+        version = self._versions[step.seq] = self._versions.get(step.seq, 0) + 1
+        message = None
+        if self.publishing:
+            message = {"type": "run.step", "seq": step.seq, "step": record,
+                       "version": version, "recorded_at": recorded_at}
+        # The row, from the same copy; a row that cannot be written fails the run's step.
+        return self._write(record, message), record, message
 
     def _write(self, record: dict[str, Any], message: dict[str, Any] | None
                ) -> asyncio.Future[None]:

@@ -1,0 +1,69 @@
+"""What the run's page shows of a gateway call while it is answered (docs/GATEWAY.md
+"Performance"): a quick call appears once answered; a slow one shows as running while the
+agent waits for it; both end as the step with the reply the agent got."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agentlab.gateway import later
+from agentlab.gateway.sessions import TABLE
+from agentlab.tokens.models import create_token
+from tests.fake_openai import Delay, Reply
+from tests.gateway_clients import QUESTION, in_process, scripted_profile
+from tests.waiting import await_until
+from traces.models import Run, Step
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def token(user):
+    return create_token(user, "my agent", "gateway")[1]
+
+
+@pytest.fixture
+def profile(fake_llm):
+    return scripted_profile(fake_llm)
+
+
+@pytest.fixture
+async def ended():
+    yield
+    await TABLE.close_quiet(0)
+
+
+async def llm_steps(user) -> list[tuple[str, str]]:
+    return [(s.status, s.text) async for s in
+            Step.objects.filter(run__user=user, kind="llm").order_by("seq")]
+
+
+async def shown(user, expected: list[tuple[str, str]], timeout: float = 10) -> None:
+    async def now() -> bool:
+        return await llm_steps(user) == expected
+
+    await await_until(now, timeout=timeout, message=f"the llm steps become {expected}")
+
+
+async def test_a_slow_call_shows_as_running_while_the_agent_waits(user, token, profile, fake_llm,
+                                                                ended, monkeypatch):
+    monkeypatch.setattr(later, "SLOW_S", 0.2)
+    fake_llm.script(Delay(1.5, Reply(text="Sunny.")), Reply(text="Still sunny."))
+    client = in_process(token)
+    messages = [{"role": "user", "content": QUESTION}]
+    call = asyncio.create_task(client.chat.completions.create(model="scripted",
+                                                              messages=messages))
+    # The model has not answered yet: the page shows the call in flight.
+    await shown(user, [("running", "")], timeout=1.2)
+    reply = await call
+    assert reply.choices[0].message.content == "Sunny."
+    await shown(user, [("ok", "Sunny.")])
+    # The agent's next call, answered at once: shown once answered, as the agent got it.
+    messages += [{"role": "assistant", "content": "Sunny."},
+                 {"role": "user", "content": "And now?"}]
+    again = await client.chat.completions.create(model="scripted", messages=messages)
+    assert again.choices[0].message.content == "Still sunny."
+    await shown(user, [("ok", "Sunny."), ("ok", "Still sunny.")])
+    assert await Run.objects.filter(user=user).acount() == 1
