@@ -80,6 +80,24 @@ def test_only_import_imports_an_otlp_file_and_opens_the_imported_run(capsys, tmp
     assert Run.objects.count() == 0 and Step.objects.count() == 0  # its run deleted
 
 
+def test_the_bench_writes_the_document_the_sdks_encoder_writes(monkeypatch):
+    from types import SimpleNamespace
+
+    from traces.management import bench_import
+    from traces.otel import encode
+    from traces.otel.spans import SpanData
+    from traces.otlp import spans as run_spans
+
+    run = SimpleNamespace(pk=7, agent_name="bench", paradigm="react", status="failed",
+                          input="q", final_answer="a", error="boom", agent_snapshot={},
+                          user=None, started_at=None, finished_at=None)
+    spans = run_spans(run, synthetic_steps(120))
+    spans.append(SpanData(1, 2, None, "odd", 5, 3, {"n": 2, "x": 0.5, "ok": True, "l": [1, "a"],
+                                                    "e": []}, error="",
+                          events=[("exception", 4, {"exception.message": "x"}), ("e", 4, {})]))
+    assert bench_import.to_json(spans, "p") == encode.to_json(spans, "p")
+
+
 @pytest.mark.parametrize("stream_from", [0, 10**9])  # streamed, and read whole
 def test_the_otlp_file_is_the_synthetic_run_spans_and_all(tmp_path, monkeypatch, settings,
                                                           stream_from):

@@ -1,12 +1,13 @@
 """The OTLP import figure of `manage.py bench_traces --only import --import-spans N`.
 
 The file is the bench_traces synthetic run exported as Agent Lab exports a run (traces/otlp:
-OpenInference spans, the SDK's encoder) in the OpenTelemetry file format: OTLP JSON lines, one
-ExportTraceServiceRequest of 10,500 spans a line (the run's root span in the first), written
-without holding them all. It is imported through `streamed.import_path`, what `manage.py
-import_run` calls (a file this big streams: read a line at a time, twice), and the figures
-are spans/s and the process's peak memory over its resident size before the import (sampled
-from /proc, since tracemalloc would slow the import it measures).
+OpenInference spans; the document the SDK's encoder makes, written directly: `to_json`) in the
+OpenTelemetry file format: OTLP JSON lines, an ExportTraceServiceRequest of 512 spans a line
+(a batch of the SDK's span processor; the run's root span in the first), made 10,500 steps at
+a time, never all at once. It is imported through `streamed.import_path`, what `manage.py
+import_run` calls (a file this big streams: read a line at a time, twice), and the figures are
+spans/s and the process's peak memory over its resident size before the import (sampled from
+/proc, since tracemalloc would slow the import it measures).
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ from django.conf import settings
 
 from traces.otel import encode
 from traces.otel.importer import import_file
+from traces.otel.spans import SpanData
 from traces.otel.streamed import import_path
 from traces.otlp import spans as run_spans
 
 # steps a chunk: a multiple of 350, as the synthetic run's plans are (seq = 1 mod 350), so a
 # plan's steps are in its chunk and each span's parent is written as it is
 CHUNK = 10_500
+LINE_SPANS = 512  # spans a line: a batch of the SDK's BatchSpanProcessor (its default)
 # The anchor: a 10,000-span trace sent to the receiver and to Phoenix (bench_ingest, ARCHITECTURE)
 INGEST_ANCHOR = "bench_ingest, 1 trace of 10,000 spans: Agent Lab 1,975 spans/s, Phoenix 137"
 
@@ -48,8 +51,56 @@ def write_otlp(path: Path, n: int, steps: Any, t0: float) -> None:
         for i, chunk in enumerate(batched(steps, CHUNK)):
             spans = run_spans(run, chunk)
             # each chunk's spans come with a root span: the first chunk's is the run's
-            doc = encode.to_json(spans if i == 0 else spans[1:], settings.AGENTLAB_OTEL_PROJECT)
-            out.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n")
+            for line in batched(spans if i == 0 else spans[1:], LINE_SPANS):
+                doc = to_json(list(line), settings.AGENTLAB_OTEL_PROJECT)
+                out.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+def to_json(spans: list[SpanData], project: str) -> dict[str, Any]:
+    """encode.to_json's document, written directly: the SDK's encoder and protobuf's JSON
+    mapping (pure Python) took 3 ms a span, half an hour for the 1M file
+    (tests/test_bench_traces.py checks that the two documents are equal)."""
+    res = encode.resource(project)
+    return {"resourceSpans": [{
+        "resource": {"attributes": _attributes(res.attributes)},
+        "scopeSpans": [{"scope": {"name": encode.SCOPE.name, "version": encode.SCOPE.version},
+                        "spans": [_span(s) for s in spans]}]}]}
+
+
+def _span(s: SpanData) -> dict[str, Any]:
+    out: dict[str, Any] = {"traceId": f"{s.trace_id:032x}", "spanId": f"{s.span_id:016x}"}
+    if s.parent_id is not None:
+        out["parentSpanId"] = f"{s.parent_id:016x}"
+    out |= {"name": s.name, "kind": 1, "startTimeUnixNano": str(s.start_ns),
+            "endTimeUnixNano": str(max(s.end_ns, s.start_ns))}
+    if s.attributes:
+        out["attributes"] = _attributes(s.attributes)
+    if s.events:
+        out["events"] = [{"timeUnixNano": str(when), "name": name,
+                          **({"attributes": _attributes(a)} if a else {})}
+                         for name, when, a in s.events]
+    out["status"] = {"code": 1} if s.error is None else (
+        {"message": s.error, "code": 2} if s.error else {"code": 2})
+    out["flags"] = 256  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK, as the SDK's encoder sets
+    return out
+
+
+def _attributes(attributes: Any) -> list[dict[str, Any]]:
+    return [{"key": str(k), "value": _value(v)} for k, v in attributes.items()]
+
+
+def _value(v: Any) -> dict[str, Any]:
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, str):
+        return {"stringValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, list | tuple):
+        return {"arrayValue": {"values": [_value(x) for x in v]} if v else {}}
+    raise TypeError(f"a bench span's attribute of type {type(v).__name__}")
 
 
 def measure(path: Path, user: Any, discard: Callable[[int], None] | None,
