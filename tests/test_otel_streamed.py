@@ -14,8 +14,8 @@ from django.test import override_settings
 
 from tests.otel_fixtures import make_plan_run
 from traces.models import Run, Step
-from traces.otel import streamed
-from traces.otel.decode import OTLPError
+from traces.otel import json_spans, lines, streamed
+from traces.otel.decode import Counter, Limits, OTLPError, request_of, spans_of
 from traces.otel.importer import import_file
 from traces.otlp import export_otlp
 
@@ -158,3 +158,29 @@ def test_small_files_and_one_document_are_read_whole(user, tmp_path, monkeypatch
     with STREAM:
         (whole,) = streamed.import_path(path, user=user)
     assert seen(small)[1] == seen(whole)[1]
+
+
+@pytest.mark.parametrize("capture", sorted(p.stem for p in CAPTURES.glob("*.json")))
+def test_the_direct_reader_reads_the_spans_protobufs_parser_reads(capture):
+    doc = json.loads((CAPTURES / f"{capture}.json").read_text())
+    assert json_spans.spans(doc) == list(spans_of(request_of(doc, Counter(Limits()))))
+
+
+def test_what_the_direct_reader_does_not_read_goes_to_protobufs_parser(tmp_path):
+    span = {"traceId": "AAECAwQFBgcICQoLDA0ODw==", "spanId": "AAECAwQFBgc=", "name": "s",
+            "startTimeUnixNano": 5, "endTimeUnixNano": "6", "status": {"code": "STATUS_CODE_ERROR"},
+            "attributes": [{"key": "b", "value": {"bytesValue": "AAE="}},
+                           {"key": "d", "value": {"doubleValue": "NaN"}},
+                           {"key": "i", "value": {"intValue": "-3"}}]}
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+    assert json_spans.spans(doc) is None  # base64 ids and bytes: protobuf's parser reads them
+    path = tmp_path / "odd.jsonl"
+    path.write_text(json.dumps(doc) + "\n")
+    ((number, (read,)),) = list(lines.requests(path, Limits()))
+    assert (number, read.trace_id, read.span_id, read.error) == (
+        1, "000102030405060708090a0b0c0d0e0f", "0001020304050607", True)
+    assert read.attributes["b"] == "AAE=" and read.attributes["i"] == -3
+    span["traceId"], span["spanId"] = "000102030405060708090A0B0C0D0E0F", "0001020304050607"
+    span["attributes"].pop(0)
+    (direct,) = json_spans.spans(doc)  # hex ids, no bytes: read directly, the same
+    assert (direct.trace_id, direct.attributes["i"], direct.end_ns) == (read.trace_id, -3, 6)

@@ -89,7 +89,8 @@ def _request(doc: Any) -> Any:
             for s in _list(ss, "spans", "spans"):
                 status = _field(s, "status", "status", {})
                 code = _field(status, "code", "code", 0)
-                if code not in _STATUS or isinstance(code, bool):
+                if isinstance(code, bool) or not isinstance(code, int | str) \
+                        or code not in _STATUS:  # 1.0 == 1: protobuf's parser decides
                     raise _Irregular
                 yield Span(
                     trace_id=_id(s, "traceId", "trace_id"), span_id=_id(s, "spanId", "span_id"),
