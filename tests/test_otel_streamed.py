@@ -29,12 +29,16 @@ RUN_SEEN = ("agent_name", "paradigm", "input", "final_answer", "status", "error"
             "started_at", "finished_at", "agent_snapshot")
 
 
-def as_lines(doc: dict, per_line: int) -> str:
-    """The document's spans as JSON lines, `per_line` spans a line, latest start first: a
-    parent's span comes after its children's, as exporters send a span when it ends."""
+def as_lines(doc: dict, per_line: int, by: str = "start") -> str:
+    """The document's spans as JSON lines, `per_line` spans a line, latest start first (or
+    `by` "end": as exporters send them, a span when it ends): a parent's span comes after its
+    children's."""
     spans = [({"resource": rs.get("resource", {})}, ss.get("scope", {}), span)
              for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
-    spans.sort(key=lambda s: -int(s[2]["startTimeUnixNano"]))
+    if by == "start":
+        spans.sort(key=lambda s: -int(s[2]["startTimeUnixNano"]))
+    else:
+        spans.sort(key=lambda s: int(s[2]["endTimeUnixNano"]))
     lines = []
     for start in range(0, len(spans), per_line):
         lines.append(json.dumps({"resourceSpans": [
@@ -61,6 +65,21 @@ def test_json_lines_stream_into_the_run_the_whole_document_makes(capture, user, 
         (run,) = streamed.import_path(path, user=user)
     assert seen(run) == seen(whole)
     assert run.user == user and run.step_count > 2
+
+
+@pytest.mark.parametrize("capture", ["langgraph", "langgraph-b", "llamaindex", "smolagents"])
+def test_steps_written_a_span_at_a_time_are_the_same(capture, user, tmp_path, monkeypatch):
+    """Each step written as its line is read (LangGraph's one-argument tool gets its
+    arguments from the model's call in an earlier write; LlamaIndex's wrappers and
+    preparations are thoughts, worked out before anything was written)."""
+    monkeypatch.setattr(streamed, "FLUSH", 1)
+    doc = json.loads((CAPTURES / f"{capture}.json").read_text())
+    (whole,) = import_file(json.dumps(doc).encode(), user=user)
+    path = tmp_path / "trace.jsonl"
+    path.write_text(as_lines(doc, per_line=1, by="end"))
+    with STREAM:
+        (run,) = streamed.import_path(path, user=user)
+    assert seen(run) == seen(whole)
 
 
 def test_an_agentlab_export_streams_back_as_its_steps_question_and_answer(user, tmp_path):
