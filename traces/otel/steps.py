@@ -28,6 +28,8 @@ _KINDS = {"LLM": "llm", "TOOL": "tool", "RETRIEVER": "tool", "RERANKER": "tool",
           "EMBEDDING": "tool", "EVALUATOR": "evaluation", "GUARDRAIL": "guardrail",
           "AGENT": "message"}
 _CONTAINERS = ("AGENT", "CHAIN")
+
+
 def run_from_trace(spans: list[Span], known: Mapping[str, Step] | None = None,
                    ) -> tuple[dict[str, Any], list[Step]]:
     """(Run fields, steps) of one trace's spans. `known`: steps already made of some of them
