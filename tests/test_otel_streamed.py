@@ -82,6 +82,19 @@ def test_steps_written_a_span_at_a_time_are_the_same(capture, user, tmp_path, mo
     assert seen(run) == seen(whole)
 
 
+def test_each_trace_of_a_file_is_a_run_of_its_own(user, tmp_path):
+    docs = [json.loads((CAPTURES / f"{name}.json").read_text()) for name in ("openai",
+                                                                             "smolagents")]
+    wholes = [import_file(json.dumps(doc).encode(), user=user)[0] for doc in docs]
+    a, b = (as_lines(doc, 1).splitlines() for doc in docs)
+    path = tmp_path / "two.jsonl"
+    path.write_text("\n".join(x for pair in zip(a, b, strict=False) for x in pair)
+                    + "\n" + "\n".join(b[len(a):]) + "\n")  # the traces' lines interleaved
+    with STREAM:
+        runs = streamed.import_path(path, user=user)
+    assert [seen(run) for run in runs] == [seen(whole) for whole in wholes]
+
+
 def test_an_agentlab_export_streams_back_as_its_steps_question_and_answer(user, tmp_path):
     original = make_plan_run(user)
     path = tmp_path / "run.jsonl"

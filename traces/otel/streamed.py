@@ -31,7 +31,7 @@ from traces.otel.skeleton import Tree
 from traces.otel.steps import step_from_span
 from traces.schema import Step
 
-FLUSH = 2_000  # a trace's steps held before they are written (in bundle_store's chunks)
+FLUSH = 2_000  # spans read before their steps are written (in bundle_store's chunks)
 MAX_ASKED = 1_000  # model calls' tool calls kept for frameworks.restore_arguments
 PROTOBUF_MOST = 2 * 1024**3  # protobuf's parser reads no message past 2 GiB
 
@@ -67,15 +67,18 @@ def import_lines(path: Path, *, user: Any) -> list[Run]:
             staged.append(bundle_store.Staged({"agent_snapshot": {"imported_from": {
                 "format": "otlp", "trace_id": trace_id}}}))
             writers[trace_id] = _Writer(tree, staged[-1])
+        held = 0  # spans read since the last write, of all traces (a file may hold 1,000)
         for _number, spans in lines.requests(path, None):  # counted in the first pass
             for span in spans:
                 writer = writers.get(span.trace_id)
                 if writer is None:
                     raise OTLPError("the file changed while it was read")
                 writer.add(span)
-            for writer in writers.values():
-                if len(writer.pending) >= FLUSH:
+            held += len(spans)
+            if held >= FLUSH:
+                for writer in writers.values():
                     writer.flush()
+                held = 0
         runs = [writer.finish(user) for writer in writers.values()]
     except BaseException as exc:
         for run in staged:
@@ -145,6 +148,8 @@ class _Writer:
 
     def flush(self) -> None:
         """The steps held, in seq order, written (each checked as importer.draft does)."""
+        if not self.pending:
+            return
         steps = sorted(self.pending, key=lambda s: s.seq)
         self.pending = []
         frameworks.restore_arguments(steps, self.asked)
