@@ -285,6 +285,13 @@ AGENTLAB_OTLP_MAX_VALUES = env_int("AGENTLAB_OTLP_MAX_VALUES", 10_000)
 AGENTLAB_OTLP_MAX_ITEMS = env_int("AGENTLAB_OTLP_MAX_ITEMS", 5_000_000)
 # Steps inside steps an imported run (bundle or OTLP) may have.
 AGENTLAB_IMPORT_MAX_DEPTH = env_int("AGENTLAB_IMPORT_MAX_DEPTH", 1_000)
+# A big OTLP file (traces/otel/streamed.py: JSON lines, one request a line, read a line at a
+# time): from this size a JSON-lines file streams (smaller ones are read whole); its most bytes
+# (checked before it is read) and its most spans (all its traces together; counted as it is
+# read, before anything is written). AGENTLAB_OTLP_MAX_ITEMS then counts each line's items.
+AGENTLAB_IMPORT_STREAM_FROM_BYTES = env_int("AGENTLAB_IMPORT_STREAM_FROM_BYTES", 16 * 1024 * 1024)
+AGENTLAB_IMPORT_MAX_FILE_BYTES = env_int("AGENTLAB_IMPORT_MAX_FILE_BYTES", 32 * 1024**3)
+AGENTLAB_IMPORT_MAX_SPANS = env_int("AGENTLAB_IMPORT_MAX_SPANS", 1_000_000)
 # The OTLP/HTTP receiver (POST /v1/traces, agentlab/receiver/): a request's body as sent (the spec
 # recommends 20 MiB) and once decompressed (64 MiB: the most the Python SDK's exporter sends),
 # refused with 413 past either; inflating stops at the limit, so a gzip bomb costs no more.

@@ -66,26 +66,52 @@ def test_only_diff_prints_the_diff_beside_the_figure_before_and_the_goal(capsys)
     assert Run.objects.count() == 0
 
 
-def test_only_import_imports_an_otlp_file_as_the_import_page_does(capsys, tmp_path):
-    call_command("bench_traces", "--only", "import", "--import-spans", "120")
+def test_only_import_imports_an_otlp_file_and_opens_the_imported_run(capsys, tmp_path):
+    call_command("bench_traces", "--only", "import", "--import-spans", "120", "--no-browser")
     out = capsys.readouterr().out
-    assert "writing an OTLP file of 120 spans" in out and "generating" not in out
-    assert re.search(r"OTLP import of 120 spans \([\d.]+ MiB protobuf, through the Import "
-                     r"page's importer\): [\d.]+ s, [\d,]+ spans/s, peak memory \+\d+ MiB", out)
+    assert "writing an OTLP JSON-lines file of 120 spans" in out and "generating" not in out
+    assert re.search(r"OTLP import of 120 spans \([\d.]+ MiB of OTLP JSON lines, read whole, "
+                     r"through import_run's importer\): [\d.]+ s \([\d.]+ s CPU\), [\d,]+ "
+                     r"spans/s, peak memory \+\d+ MiB", out), out
     assert "anchor: bench_ingest" in out and "--import-spans 1000000" in out
+    # the imported run's page, jumps and searches, as the generated run's are measured
+    assert re.search(r"The imported run:\nLong run \(119 steps.*\n\s+jump: \?step=\s+\d+ ms", out)
+    assert re.search(r"119-step page first byte < 300 ms: \d+ ms", out)
     assert Run.objects.count() == 0 and Step.objects.count() == 0  # its run deleted
 
 
-def test_the_otlp_file_is_the_synthetic_run_spans_and_all(tmp_path, monkeypatch):
+def test_the_bench_writes_the_document_the_sdks_encoder_writes(monkeypatch):
+    from types import SimpleNamespace
+
+    from traces.management import bench_import
+    from traces.otel import encode
+    from traces.otel.spans import SpanData
+    from traces.otlp import spans as run_spans
+
+    run = SimpleNamespace(pk=7, agent_name="bench", paradigm="react", status="failed",
+                          input="q", final_answer="a", error="boom", agent_snapshot={},
+                          user=None, started_at=None, finished_at=None)
+    spans = run_spans(run, synthetic_steps(120))
+    spans.append(SpanData(1, 2, None, "odd", 5, 3, {"n": 2, "x": 0.5, "ok": True, "l": [1, "a"],
+                                                    "e": []}, error="",
+                          events=[("exception", 4, {"exception.message": "x"}), ("e", 4, {})]))
+    assert bench_import.to_json(spans, "p") == encode.to_json(spans, "p")
+
+
+@pytest.mark.parametrize("stream_from", [0, 10**9])  # streamed, and read whole
+def test_the_otlp_file_is_the_synthetic_run_spans_and_all(tmp_path, monkeypatch, settings,
+                                                          stream_from):
     from traces.management import bench_import
     from traces.models import Run as RunRow
-    from traces.otel.importer import import_file
+    from traces.otel.streamed import import_path
 
-    monkeypatch.setattr(bench_import, "CHUNK", 350)  # written in 3 chunks
-    path = tmp_path / "run.pb"
+    settings.AGENTLAB_IMPORT_STREAM_FROM_BYTES = stream_from
+    monkeypatch.setattr(bench_import, "CHUNK", 350)  # written in 3 lines
+    path = tmp_path / "run.jsonl"
     bench_import.write_otlp(path, 1000, synthetic_steps(999), 1_700_000_000.0)
+    assert path.read_text().count("\n") == 3
     user = RunRow._meta.get_field("user").related_model.objects.create(username="imp")
-    (run,) = import_file(path.read_bytes(), user=user)
+    (run,) = import_path(path, user=user)
     steps = list(run.steps.order_by("seq"))
     assert run.step_count == 999 == len(steps) and run.agent_name == "bench"
     kinds = [s.kind for s in steps]

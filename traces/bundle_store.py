@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from itertools import batched
 from typing import Any
 
@@ -46,32 +47,60 @@ IMPORTING = "Import in progress: this run is being written and belongs to nobody
 def write_run(fields: dict[str, Any], steps: list[StepRecord], *, user: Any) -> Run:
     """Create the run (`fields` of Run, final values) with `steps`, owned by `user` only once
     every step is written; nothing of it is left behind if that fails."""
-    final = {"user": user, "input": fields.pop("input"), "status": fields.pop("status"),
-             "error": fields.pop("error", ""), "worker": "", "step_count": len(steps)}
-    with transaction.atomic():
-        row = Run.objects.create(**fields, user=staging_user(), status="interrupted",
-                                 input=IMPORTING, error=IMPORTING, worker=process_id())
+    final = {"input": fields.pop("input"), "status": fields.pop("status"),
+             "error": fields.pop("error", ""), "step_count": len(steps)}
+    staged = Staged(fields)
     try:
+        staged.write(steps)
+        row = staged.hand(final, user=user)
+    except BaseException:
+        discard(staged.pk)
+        raise
+    summarize(row)
+    return row
+
+
+class Staged:
+    """A run being imported (1. to 3. above): its row made now under the staging account,
+    its steps written as they come (`write`, any number of times: a big file's import
+    writes each part as it reads it), then handed to its owner (`hand`). The caller
+    discards it (`discard(staged.pk)`) if anything fails on the way."""
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        with transaction.atomic():
+            self.row = Run.objects.create(**fields, user=staging_user(), status="interrupted",
+                                          input=IMPORTING, error=IMPORTING,
+                                          worker=process_id())
+        self.pk: int = self.row.pk
+
+    def write(self, steps: Iterable[StepRecord]) -> None:
         for chunk in batched(steps, STEP_CHUNK):
-            prepared = upsert.statements((row.pk, s) for s in chunk)  # CPU, before the lock
+            prepared = upsert.statements((self.pk, s) for s in chunk)  # CPU, before the lock
             started = time.monotonic()
             with transaction.atomic():
                 upsert.execute(prepared)
             time.sleep(min(time.monotonic() - started, MAX_PAUSE_S))
+
+    def hand(self, fields: dict[str, Any], *, user: Any) -> Run:
+        """The run given to `user` with its final `fields` (input, status, error, step_count
+        at least)."""
         with transaction.atomic():
-            handed = Run.objects.filter(pk=row.pk, user=row.user_id).update(**final)
+            handed = Run.objects.filter(pk=self.pk, user=self.row.user_id).update(
+                **fields, user=user, worker="")
         if not handed:
             raise RuntimeError("the import was removed while it was being written")
-    except BaseException:
-        discard(row.pk)
-        raise
-    row.refresh_from_db()
-    # a long run's timeline and graph are summed once now, not by the first person to open them
+        self.row.refresh_from_db()
+        return self.row
+
+
+def summarize(row: Run) -> None:
+    """A long imported run's timeline and graph summed once now, as it is handed over, not
+    by the first person to open them."""
     if row.step_count > timeline_summary.SUMMED_FROM:
-        timeline_summary.update(row, row.steps.order_by("-seq").values_list("seq", flat=True)[0])
+        timeline_summary.update(row, row.steps.order_by("-seq").values_list(
+            "seq", flat=True)[0])
     if graph_summary.summed(row):
         graph_query.summarize(row)
-    return row
 
 
 def staging_user() -> Any:

@@ -1,17 +1,19 @@
 """The OTLP import figure of `manage.py bench_traces --only import --import-spans N`.
 
 The file is the bench_traces synthetic run exported as Agent Lab exports a run (traces/otlp:
-OpenInference spans, the SDK's protobuf encoder), written 10,500 steps at a time: serialised
-protobuf messages concatenated are one message whose repeated fields are joined, so the file is
-one ExportTraceServiceRequest of N spans (the run's root span and N-1 steps) without holding
-them all. It is imported through `importer.import_file`, what the Import page calls, and the
-figures are spans/s and the process's peak memory over its resident size before the import
-(sampled from /proc, since tracemalloc would slow the import it measures).
+OpenInference spans; the document the SDK's encoder makes, written directly: `to_json`) in the
+OpenTelemetry file format: OTLP JSON lines, an ExportTraceServiceRequest of 512 spans a line
+(a batch of the SDK's span processor; the run's root span in the first), made 10,500 steps at
+a time, never all at once. It is imported through `streamed.import_path`, what `manage.py
+import_run` calls (a file this big streams: read a line at a time, twice), and the figures are
+spans/s and the process's peak memory over its resident size before the import (sampled from
+/proc, since tracemalloc would slow the import it measures).
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import os
 import threading
 import time
@@ -26,43 +28,98 @@ from django.conf import settings
 
 from traces.otel import encode
 from traces.otel.importer import import_file
+from traces.otel.spans import SpanData
+from traces.otel.streamed import import_path
 from traces.otlp import spans as run_spans
 
 # steps a chunk: a multiple of 350, as the synthetic run's plans are (seq = 1 mod 350), so a
 # plan's steps are in its chunk and each span's parent is written as it is
 CHUNK = 10_500
+LINE_SPANS = 512  # spans a line: a batch of the SDK's BatchSpanProcessor (its default)
 # The anchor: a 10,000-span trace sent to the receiver and to Phoenix (bench_ingest, ARCHITECTURE)
 INGEST_ANCHOR = "bench_ingest, 1 trace of 10,000 spans: Agent Lab 1,975 spans/s, Phoenix 137"
 
 
 def write_otlp(path: Path, n: int, steps: Any, t0: float) -> None:
-    """`steps` (n-1 synthetic steps, plans every 50) as one OTLP protobuf file of n spans."""
+    """`steps` (n-1 synthetic steps, plans every 50) as an OTLP JSON-lines file of n spans."""
     run = SimpleNamespace(pk=10**9 + n, agent_name="bench", paradigm="react",
                           status="succeeded", input=f"bench import ({n} spans)",
                           final_answer="bench answer", error="", agent_snapshot={}, user=None,
                           started_at=datetime.fromtimestamp(t0, tz=UTC),
                           finished_at=datetime.fromtimestamp(t0 + n * 2.0, tz=UTC))
-    with path.open("wb") as out:
+    with path.open("w", encoding="utf-8") as out:
         for i, chunk in enumerate(batched(steps, CHUNK)):
             spans = run_spans(run, chunk)
             # each chunk's spans come with a root span: the first chunk's is the run's
-            out.write(encode.to_protobuf(spans if i == 0 else spans[1:],
-                                         settings.AGENTLAB_OTEL_PROJECT))
+            for line in batched(spans if i == 0 else spans[1:], LINE_SPANS):
+                doc = to_json(list(line), settings.AGENTLAB_OTEL_PROJECT)
+                out.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 
-def measure(path: Path, user: Any, discard: Callable[[int], None]) -> dict[str, Any]:
-    """Import `path` as the Import page does; (spans, seconds, spans/s, peak MiB over before)."""
-    data = path.read_bytes()
+def to_json(spans: list[SpanData], project: str) -> dict[str, Any]:
+    """encode.to_json's document, written directly: the SDK's encoder and protobuf's JSON
+    mapping (pure Python) took 3 ms a span, half an hour for the 1M file
+    (tests/test_bench_traces.py checks that the two documents are equal)."""
+    res = encode.resource(project)
+    return {"resourceSpans": [{
+        "resource": {"attributes": _attributes(res.attributes)},
+        "scopeSpans": [{"scope": {"name": encode.SCOPE.name, "version": encode.SCOPE.version},
+                        "spans": [_span(s) for s in spans]}]}]}
+
+
+def _span(s: SpanData) -> dict[str, Any]:
+    out: dict[str, Any] = {"traceId": f"{s.trace_id:032x}", "spanId": f"{s.span_id:016x}"}
+    if s.parent_id is not None:
+        out["parentSpanId"] = f"{s.parent_id:016x}"
+    out |= {"name": s.name, "kind": 1, "startTimeUnixNano": str(s.start_ns),
+            "endTimeUnixNano": str(max(s.end_ns, s.start_ns))}
+    if s.attributes:
+        out["attributes"] = _attributes(s.attributes)
+    if s.events:
+        out["events"] = [{"timeUnixNano": str(when), "name": name,
+                          **({"attributes": _attributes(a)} if a else {})}
+                         for name, when, a in s.events]
+    out["status"] = {"code": 1} if s.error is None else (
+        {"message": s.error, "code": 2} if s.error else {"code": 2})
+    out["flags"] = 256  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK, as the SDK's encoder sets
+    return out
+
+
+def _attributes(attributes: Any) -> list[dict[str, Any]]:
+    return [{"key": str(k), "value": _value(v)} for k, v in attributes.items()]
+
+
+def _value(v: Any) -> dict[str, Any]:
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, str):
+        return {"stringValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, list | tuple):
+        return {"arrayValue": {"values": [_value(x) for x in v]} if v else {}}
+    raise TypeError(f"a bench span's attribute of type {type(v).__name__}")
+
+
+def measure(path: Path, user: Any, discard: Callable[[int], None] | None,
+            ) -> dict[str, Any]:
+    """Import `path` as `manage.py import_run` does: spans, seconds (and CPU seconds), spans/s,
+    peak MiB over before, the run (deleted by `discard` unless None)."""
     gc.collect()
     peak = _Peak()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     with peak:
-        (run,) = import_file(data, user=user)
-    seconds = time.perf_counter() - started
+        (run,) = import_path(path, user=user)
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     spans = run.step_count + 1  # the root span is the run itself
-    discard(run.pk)
-    return {"spans": spans, "bytes": len(data), "seconds": seconds,
-            "rate": spans / seconds, "peak_mib": peak.over_mib}
+    if discard is not None:
+        discard(run.pk)
+    size = path.stat().st_size
+    return {"spans": spans, "bytes": size, "seconds": seconds, "cpu_s": cpu,
+            "streamed": size >= settings.AGENTLAB_IMPORT_STREAM_FROM_BYTES,
+            "rate": spans / seconds, "peak_mib": peak.over_mib, "run": run.pk}
 
 
 class _Peak:
@@ -132,9 +189,11 @@ def report_anchor(out: Callable[[str], None], phoenix: dict[str, Any],
 
 
 def report(out: Callable[[str], None], figures: dict[str, Any]) -> None:
-    out(f"OTLP import of {figures['spans']:,} spans ({figures['bytes'] / 2**20:,.1f} MiB "
-        f"protobuf, through the Import page's importer): {figures['seconds']:.1f} s, "
-        f"{figures['rate']:,.0f} spans/s, peak memory +{figures['peak_mib']:,.0f} MiB")
+    how = "streamed" if figures["streamed"] else "read whole"
+    out(f"OTLP import of {figures['spans']:,} spans ({figures['bytes'] / 2**20:,.1f} MiB of "
+        f"OTLP JSON lines, {how}, through import_run's importer): {figures['seconds']:.1f} s "
+        f"({figures['cpu_s']:.1f} s CPU), {figures['rate']:,.0f} spans/s, peak memory "
+        f"+{figures['peak_mib']:,.0f} MiB")
     out(f"  goal: spans/s and peak memory printed for 1,000,000 spans (issue 37); anchor: "
         f"{INGEST_ANCHOR}")
     if figures["spans"] < 1_000_000:

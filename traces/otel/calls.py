@@ -46,7 +46,11 @@ def demote(steps: list[Step], calls: set[int]) -> None:
         if step.seq not in calls and any(s.kind == "llm" and s.parent == step.parent
                                          and s.seq in calls for s in steps):
             notes[step.seq] = PREPARES
-    for seq, note in notes.items():
-        step = by_seq[seq]
-        step.kind, step.tokens_in, step.tokens_out, step.cost_usd = "thought", 0, 0, 0.0
-        step.meta["otel.note"] = note
+    for seq, why in notes.items():
+        note(by_seq[seq], why)
+
+
+def note(step: Step, why: str) -> None:
+    """The llm step is no model call (WRAPPER or PREPARES): a thought saying why."""
+    step.kind, step.tokens_in, step.tokens_out, step.cost_usd = "thought", 0, 0, 0.0
+    step.meta["otel.note"] = why

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -93,7 +94,7 @@ _WHERE = {_RESOURCE: "a resource", _SCOPE: "a scope", _SPAN: "a span", _EVENT: "
           _LINK: "a span's link", _ARRAY: "an attribute's value", _KVLIST: "an attribute's value"}
 
 
-class _Counter:
+class Counter:
     def __init__(self, limits: Limits) -> None:
         self.limits, self.total = limits, 0
 
@@ -110,7 +111,7 @@ class _Counter:
                             "split it")
 
 
-def count_wire(data: bytes, counter: _Counter) -> None:
+def count_wire(data: bytes, counter: Counter) -> None:
     """Count every repeated field of an ExportTraceServiceRequest on the wire, without
     building a message: OTLPError at the first count over its limit. Only the messages that
     hold counted fields are entered; everything else is skipped by its length. (The usual
@@ -193,7 +194,7 @@ def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-def count_json(doc: Any, counter: _Counter) -> None:
+def count_json(doc: Any, counter: Counter) -> None:
     """The same counts on an OTLP/JSON document (lowerCamelCase or snake_case names)."""
     stack: list[tuple[int, Any, int]] = [(_REQUEST, doc, 0)]
     while stack:
@@ -212,6 +213,7 @@ def count_json(doc: Any, counter: _Counter) -> None:
             stack.extend((child_kind, item, depth + 1) for item in items)
 
 
+@functools.cache
 def _snake(name: str) -> str:
     return re.sub(r"([A-Z])", lambda m: "_" + m[1].lower(), name)
 
@@ -224,7 +226,7 @@ def traces(data: bytes | str, limits: Limits | None = None, *,
     out: dict[str, list[Span]] = {}
     count = 0
     for message in _messages(data, limits or Limits()):
-        for span in _spans(message):
+        for span in spans_of(message):
             count += 1
             if count > MAX_SPANS:
                 raise OTLPError(f"more than {MAX_SPANS:,} spans; split the file")
@@ -235,7 +237,7 @@ def traces(data: bytes | str, limits: Limits | None = None, *,
 
 
 def _messages(data: bytes | str, limits: Limits) -> Iterator[ExportTraceServiceRequest]:
-    counter = _Counter(limits)
+    counter = Counter(limits)
     text = data if isinstance(data, str) else None
     if text is None:
         head = data.lstrip()[:1]
@@ -250,17 +252,22 @@ def _messages(data: bytes | str, limits: Limits) -> Iterator[ExportTraceServiceR
                                 f"protobuf (the protobuf reader says: {exc})") from None
             return
     for doc in _documents(text):
-        if isinstance(doc, dict) and isinstance(doc.get("data"), list):
-            # Phoenix's GET /v1/projects/{project}/spans/otlpv1: a page of OTLP spans
-            doc = {"resource_spans": [{"scope_spans": [{"spans": doc["data"]}]}]}
-        if not isinstance(doc, dict) or not ({"resourceSpans", "resource_spans"} & set(doc)):
-            raise OTLPError("a JSON document without resourceSpans is not an OTLP trace")
-        count_json(doc, counter)
-        try:
-            yield json_format.ParseDict(_ids_to_base64(doc), ExportTraceServiceRequest(),
-                                        ignore_unknown_fields=True)
-        except json_format.ParseError as exc:
-            raise OTLPError(f"not OTLP/JSON: {exc}") from None
+        yield request_of(doc, counter)
+
+
+def request_of(doc: Any, counter: Counter) -> ExportTraceServiceRequest:
+    """One parsed OTLP/JSON document as a request, its items counted first (`counter`)."""
+    if isinstance(doc, dict) and isinstance(doc.get("data"), list):
+        # Phoenix's GET /v1/projects/{project}/spans/otlpv1: a page of OTLP spans
+        doc = {"resource_spans": [{"scope_spans": [{"spans": doc["data"]}]}]}
+    if not isinstance(doc, dict) or not ({"resourceSpans", "resource_spans"} & set(doc)):
+        raise OTLPError("a JSON document without resourceSpans is not an OTLP trace")
+    count_json(doc, counter)
+    try:
+        return json_format.ParseDict(_ids_to_base64(doc), ExportTraceServiceRequest(),
+                                     ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise OTLPError(f"not OTLP/JSON: {exc}") from None
 
 
 def _documents(text: str) -> Iterator[Any]:
@@ -292,7 +299,7 @@ def _id(text: str) -> str:
     return text  # already base64 (a protobuf-JSON writer), or empty
 
 
-def _spans(message: ExportTraceServiceRequest) -> Iterator[Span]:
+def spans_of(message: ExportTraceServiceRequest) -> Iterator[Span]:
     for rs in message.resource_spans:
         resource = _attributes(rs.resource.attributes)
         for ss in rs.scope_spans:

@@ -54,15 +54,25 @@ def framework(spans: list[Span]) -> dict[str, str]:
     """The framework, its version where the trace says it, the instrumentation (scope name
     and version) and the OpenTelemetry SDK that wrote the trace."""
     scopes = {s.scope: s.scope_version for s in spans if s.scope}
+    return framework_of(scopes, spans[0].resource if spans else {},
+                        any(is_langgraph(s) for s in spans))
+
+
+def is_langgraph(span: Span) -> bool:
+    """Does this span say LangGraph made it (its runs go through LangChain's callbacks)?"""
+    return '"ls_integration": "langgraph"' in str(span.attributes.get("metadata") or "")
+
+
+def framework_of(scopes: dict[str, str], resource: dict[str, Any],
+                 langgraph: bool) -> dict[str, str]:
+    """framework(): from the trace's scopes (name -> version), its first span's resource,
+    and whether a span said LangGraph."""
     found = next(((scope, name) for scope, name in _SCOPES if scope in scopes), None)
-    resource = spans[0].resource if spans else {}
     out = {"framework": found[1] if found else "", "framework_version": "",
            "instrumentation": " ".join(filter(None, (found[0], scopes[found[0]])))
            if found else ""}
-    if found and found[1] == "LangChain" and any(
-            '"ls_integration": "langgraph"' in str(s.attributes.get("metadata") or "")
-            for s in spans):
-        out["framework"] = "LangGraph"  # LangGraph's runs go through LangChain's callbacks
+    if found and found[1] == "LangChain" and langgraph:
+        out["framework"] = "LangGraph"
     if found:
         key = out["framework"].split()[0].lower()
         out["framework_version"] = str(resource.get(f"{key}.version") or "")
@@ -102,11 +112,16 @@ def answer(root: Span | None, steps: list[Step]) -> str:
     if found:
         return found
     for step in reversed(steps):
-        out = step.output if isinstance(step.output, dict) else {}
-        if step.kind == "llm" and step.status == "ok" and not out.get("tool_calls") \
-                and out.get("text"):
-            return str(out["text"])
+        if answers(step):
+            return str(step.output["text"])
     return text(raw)
+
+
+def answers(step: Step) -> bool:
+    """Is this step a model call that answered (its text, no tool called)?"""
+    out = step.output if isinstance(step.output, dict) else {}
+    return (step.kind == "llm" and step.status == "ok" and not out.get("tool_calls")
+            and bool(out.get("text")))
 
 
 def _question(raw: Any, mime: Any) -> str:
@@ -163,11 +178,13 @@ def tool_arguments(value: Any) -> Any:
     return None
 
 
-def restore_arguments(steps: list[Step]) -> None:
+def restore_arguments(steps: list[Step],
+                      asked: list[tuple[str, dict[str, Any]]] | None = None) -> None:
     """A tool step whose input is one bare value (LangChain's span of a one-argument tool)
     gets the arguments of the model's call it answered: an earlier call of its name whose
-    one argument is that value. The bare value stays on meta as `input.value`."""
-    asked: list[tuple[str, dict[str, Any]]] = []
+    one argument is that value. The bare value stays on meta as `input.value`. `asked`: the
+    calls asked earlier and not answered yet (a big file's earlier chunks), added to."""
+    asked = [] if asked is None else asked
     for step in steps:
         if step.kind == "llm" and isinstance(step.output, dict):
             asked += [(str(c.get("name")), c["arguments"]) for c in

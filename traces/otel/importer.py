@@ -8,7 +8,6 @@ removed too: an upload comes in whole or not at all.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +16,7 @@ from traces import bundle_store
 from traces.bundle_values import bad_value, too_deep_step
 from traces.models import Run
 from traces.otel.decode import Limits, OTLPError, Span, traces
+from traces.otel.fields import dated
 from traces.otel.steps import run_from_trace
 from traces.schema import Step
 
@@ -68,9 +68,7 @@ def draft(trace: str, spans: list[Span], known: Mapping[str, Step] | None = None
             continue  # checked when it was made; reading whole adds only text to it
         if (bad := bad_value([step.input, step.output, step.meta])) is not None:
             raise OTLPError(f"trace {trace}, span {step.meta.get('otel.span_id')}: {bad[1]}")
-    fields["started_at"] = _when(fields.pop("started_at_ns"))
-    fields["finished_at"] = _when(fields.pop("finished_at_ns"))
-    return fields, steps
+    return dated(fields), steps
 
 
 def limits() -> Limits:
@@ -80,13 +78,6 @@ def limits() -> Limits:
                   links=settings.AGENTLAB_OTLP_MAX_LINKS,
                   values=settings.AGENTLAB_OTLP_MAX_VALUES,
                   total=settings.AGENTLAB_OTLP_MAX_ITEMS)
-
-
-def _when(ns: int) -> datetime | None:
-    try:
-        return datetime.fromtimestamp(ns / 1e9, tz=UTC) if ns else None
-    except (OverflowError, OSError, ValueError):
-        raise OTLPError(f"a span's time ({ns} ns) is not a date") from None
 
 
 def _plain_text(data: bytes, shown: int = 40) -> str | None:

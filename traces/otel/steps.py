@@ -17,26 +17,17 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from traces.otel import calls, frameworks, genai, kept
+from traces.otel import calls, fields, frameworks, genai, kept
 from traces.otel import openinference as oi
 from traces.otel.decode import Span
+from traces.otel.fields import NO_CONTENT, NO_TOOL_CONTENT
 from traces.otel.values import MAX_TEXT, amount, count, cut, first, json_like, parsed, text
-from traces.schema import FINISHED_STATUSES, STEP_KINDS, Step
+from traces.schema import STEP_KINDS, Step
 
 _KINDS = {"LLM": "llm", "TOOL": "tool", "RETRIEVER": "tool", "RERANKER": "tool",
           "EMBEDDING": "tool", "EVALUATOR": "evaluation", "GUARDRAIL": "guardrail",
           "AGENT": "message"}
 _CONTAINERS = ("AGENT", "CHAIN")
-# What the OpenTelemetry GenAI instrumentations need to put content on the spans (with only
-# CAPTURE_MESSAGE_CONTENT=true, opentelemetry-instrumentation-openai-v2 sends it as log events,
-# which a trace receiver never sees).
-_GENAI_CONTENT = ("OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental and "
-                  "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only")
-NO_CONTENT = ("the instrumentation recorded no message content on its spans; set "
-              f"{_GENAI_CONTENT} (OpenInference: leave OPENINFERENCE_HIDE_INPUTS and "
-              "OPENINFERENCE_HIDE_OUTPUTS unset) to see it")
-NO_TOOL_CONTENT = ("the instrumentation recorded no tool arguments or result on its spans; "
-                   f"set {_GENAI_CONTENT} to see them")
 
 
 def run_from_trace(spans: list[Span], known: Mapping[str, Step] | None = None,
@@ -53,7 +44,7 @@ def run_from_trace(spans: list[Span], known: Mapping[str, Step] | None = None,
         else:
             roots.append(s)
     roots.sort(key=lambda s: s.start_ns)
-    container = roots[0] if len(roots) == 1 and _is_container(roots[0]) else None
+    container = roots[0] if len(roots) == 1 and is_container(roots[0]) else None
     top = sorted(children.get(container.span_id, []), key=lambda s: s.start_ns) \
         if container else roots
     main = container or roots[0]
@@ -77,58 +68,16 @@ def run_from_trace(spans: list[Span], known: Mapping[str, Step] | None = None,
         stack.extend((k, step.seq) for k in reversed(kids))
     calls.demote(steps, called)
     frameworks.restore_arguments(steps)
-    return _run_fields(container, roots, spans, steps), steps
+    error = next((e for r in roots if (e := fields.root_error(r))), "")
+    return fields.run_fields(container, roots[0], roots[-1], error,
+                             fields.gather(spans, steps)), steps
 
 
-def _is_container(span: Span) -> bool:
+def is_container(span: Span) -> bool:
+    """Is this root span the run itself (an agent's or chain's span, or Agent Lab's run)?"""
     a = span.attributes
     return ("agentlab.run.id" in a or a.get("openinference.span.kind") in _CONTAINERS
             or genai.is_container(a))
-
-
-def _run_fields(container: Span | None, roots: list[Span], spans: list[Span],
-                steps: list[Step]) -> dict[str, Any]:
-    first_span, last = (container, container) if container else (roots[0], roots[-1])
-    a = container.attributes if container else {}
-    status = a.get("agentlab.run.status")
-    if status not in FINISHED_STATUSES:
-        status = "failed" if any(r.error for r in roots) else "succeeded"
-    error = next((r.status_message or kept.exception(r) or "failed" for r in roots if r.error), "")
-    start = min(s.start_ns for s in spans)
-    end = max(s.end_ns for s in spans)
-    resource = first_span.resource
-    llm = [s for s in steps if s.kind == "llm"]
-    if "agentlab.run.id" in a:  # ours: the question and answer as the run recorded them
-        question, answer = text(a.get("input.value")), text(a.get("output.value"))
-    else:
-        question = frameworks.question(first_span, steps)
-        answer = frameworks.answer(container or last, steps)
-    origin = {"format": "otlp", "trace_id": first_span.trace_id,
-              "service": str(resource.get("service.name") or ""),
-              "project": str(resource.get("openinference.project.name") or ""),
-              "scope": first_span.scope, "spans": len(spans),
-              **frameworks.framework(spans), "resource": resource}
-    if container is not None and "agentlab.run.id" not in a:  # what the run's span held
-        root = {k: v for k, v in kept.meta(container, "", False).items()
-                if k not in ("otel.span", "otel.span_id")}
-        for key, found in (("input.value", question), ("output.value", answer)):
-            if a.get(key) not in (None, "", found):  # a framework's own state
-                root[key] = cut(text(a[key]))
-        if root:
-            origin["root"] = root
-    if any(s.meta.get("otel.content") == "not recorded" for s in steps):
-        origin["note"] = NO_CONTENT
-    return {
-        "agent": None, "agent_name": cut(first_span.name, 200),
-        "paradigm": cut(str(a.get("agentlab.run.paradigm") or ""), 50),
-        "input": cut(question), "final_answer": cut(answer),
-        "status": status, "error": cut(error),
-        "agent_snapshot": {"imported_from": origin},
-        "llm_calls": len(llm), "tool_calls": sum(s.kind == "tool" for s in steps),
-        "tokens_in": sum(s.tokens_in for s in llm), "tokens_out": sum(s.tokens_out for s in llm),
-        "cost_usd": sum(s.cost_usd for s in llm), "wall_ms": (end - start) / 1e6,
-        "started_at_ns": start, "finished_at_ns": end,
-    }
 
 
 def step_from_span(span: Span, seq: int, parent: int | None) -> Step:
@@ -136,10 +85,7 @@ def step_from_span(span: Span, seq: int, parent: int | None) -> Step:
     a = span.attributes
     ours = "agentlab.step.kind" in a
     oi_kind = str(a.get("openinference.span.kind") or "").upper()
-    kind = a.get("agentlab.step.kind") if ours else None
-    if kind not in STEP_KINDS:
-        # OpenInference's kind where the span has one (a CHAIN stays a thought), else GenAI's
-        kind = _KINDS.get(oi_kind) or (None if oi_kind else genai.kind(a)) or "thought"
+    kind = kind_of(span)
     output_text = text(a.get("output.value"))
     if ours:  # an empty role or name was left out
         role, name = a.get("agentlab.step.role", "agent"), a.get("agentlab.step.name", "")
@@ -165,6 +111,17 @@ def step_from_span(span: Span, seq: int, parent: int | None) -> Step:
     if span.error and not step.text:
         step.text = cut(span.status_message or kept.exception(span) or "error")
     return step
+
+
+def kind_of(span: Span) -> str:
+    """The kind of step a span is (before calls.demote)."""
+    a = span.attributes
+    kind = a.get("agentlab.step.kind") if "agentlab.step.kind" in a else None
+    if kind not in STEP_KINDS:
+        oi_kind = str(a.get("openinference.span.kind") or "").upper()
+        # OpenInference's kind where the span has one (a CHAIN stays a thought), else GenAI's
+        kind = _KINDS.get(oi_kind) or (None if oi_kind else genai.kind(a)) or "thought"
+    return kind
 
 
 def _llm(step: Step, span: Span, ours: bool) -> None:

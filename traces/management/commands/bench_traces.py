@@ -172,7 +172,8 @@ class Command(BaseCommand):
                               shots) if pages else None
             listing = self._listing(user, runs, made) if runs else None
             diff_ms = [(n, *self._diff(n)) for n in diffs]
-            imported = self._import(user, import_spans) if import_spans > 1 else None
+            imported = (self._import(user, import_spans, keep, reuse, not no_browser)
+                        if import_spans > 1 else None)
             anchor = self._phoenix(user, phoenix_spans) if phoenix else None
         finally:
             if not keep:
@@ -186,6 +187,8 @@ class Command(BaseCommand):
             bench_page.report(self.stdout.write, pages, long)
         if imported:
             bench_import.report(self.stdout.write, imported)
+            self.stdout.write("The imported run:")
+            bench_page.report(self.stdout.write, [imported["page"]], imported["long"])
         if anchor:
             bench_import.report_anchor(self.stdout.write, *anchor)
 
@@ -279,15 +282,27 @@ class Command(BaseCommand):
                           f"the diff page's part {page_best:.0f} ms")
         return best, len(result.rows), page_best
 
-    def _import(self, user: Any, n: int) -> dict[str, Any]:
-        """An OTLP file of n spans (the synthetic run exported), imported as the Import page
-        does; the run it makes is deleted (bench_import)."""
+    def _import(self, user: Any, n: int, keep: bool, reuse: bool,
+                web: bool) -> dict[str, Any]:
+        """An OTLP file of n spans (the synthetic run exported), imported as `import_run`
+        does, then the imported run's page, jumps and searches; the run is deleted unless
+        `keep` (bench_import). With `keep` the file stays in the var folder for `reuse`."""
         with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "bench.otlp.pb"
-            self.stdout.write(f"writing an OTLP file of {n:,} spans…")
-            bench_import.write_otlp(path, n, iter_synthetic_steps(n - 1), T0)
+            kept = Path(settings.VAR_DIR) / f"bench-import-{n}.otlp.jsonl"
+            path = kept if keep or reuse else Path(folder) / "bench.otlp.jsonl"
+            if not (reuse and path.exists()):
+                self.stdout.write(f"writing an OTLP JSON-lines file of {n:,} spans…")
+                bench_import.write_otlp(path, n, iter_synthetic_steps(n - 1), T0)
             self.stdout.write(f"importing it ({path.stat().st_size / 2**20:,.1f} MiB)…")
-            return bench_import.measure(path, user, bundle_store.discard)
+            figures = bench_import.measure(path, user, None)
+        try:
+            steps = figures["spans"] - 1
+            figures["page"] = self._page(user, steps, figures["run"])
+            figures["long"] = self._long(user, figures["run"], steps, web, None)
+        finally:
+            if not keep:
+                bundle_store.discard(figures["run"])
+        return figures
 
     def _phoenix(self, user: Any, sizes: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Traces sent to Phoenix (the hook `phoenix_anchor`), then opened here."""

@@ -1,5 +1,6 @@
 """`manage.py import_run FILE --user USERNAME`: a bundle becomes a new run, OTLP trace data
-(protobuf or JSON) a run per trace (all or nothing)."""
+(protobuf or JSON) a run per trace (all or nothing). A big OTLP JSON-lines file streams
+(traces/otel/streamed.py): a million spans import without holding the file."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.urls import reverse
 from traces.bundle import BundleError
 from traces.otel.decode import OTLPError
 from traces.otel.importer import import_file
+from traces.otel.streamed import import_path
 
 
 class Command(BaseCommand):
@@ -29,11 +31,10 @@ class Command(BaseCommand):
         if owner is None:
             raise CommandError(f"there is no user {user!r}")
         try:
-            data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+            runs = (import_file(sys.stdin.buffer.read(), user=owner) if file == "-"
+                    else import_path(Path(file), user=owner))
         except OSError as exc:
             raise CommandError(f"cannot read {file}: {exc.strerror}") from None
-        try:
-            runs = import_file(data, user=owner)
         except BundleError as exc:
             raise CommandError(f"{file} is not a valid run bundle: {exc}") from None
         except OTLPError as exc:
