@@ -1,7 +1,8 @@
 """Shared fixtures: users (tests/fixtures.py), LLM servers, scripted and embedded
 (tests/llm_servers.py), daphne and Chromium for browser tests (tests/browser_fixtures.py), a
 real redis-server for the cross-process live path (tests/redis_fixtures.py), stopping the runs a
-live-socket test started (tests/sockets.py), the real Phoenix (tests/phoenix_fixtures.py).
+live-socket test started (tests/sockets.py), the real Phoenix (tests/phoenix_fixtures.py), the
+gateway's token, scripted profile and end of open runs (tests/gateway_fixtures.py).
 
 Shared helpers and fixtures live in such helper modules, never in a test_*.py module: no test
 module imports another (tests/test_layers.py checks it)."""
@@ -33,7 +34,7 @@ os.environ.setdefault("AGENTLAB_GATEWAY_IDLE_S", "5")
 
 pytest_plugins = ["tests.fixtures", "tests.llm_servers", "tests.browser_fixtures",
                   "tests.redis_fixtures", "tests.sockets", "tests.otel_fixtures",
-                  "tests.phoenix_fixtures"]
+                  "tests.phoenix_fixtures", "tests.gateway_fixtures"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

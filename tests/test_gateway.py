@@ -12,7 +12,6 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agentlab.gateway.sessions import TABLE
-from agentlab.tokens.models import create_token
 from tests.gateway_clients import (
     APP,
     CALL,
@@ -32,26 +31,9 @@ from traces.models import Run
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def token(user):
-    return create_token(user, "my agent", "gateway")[1]
-
-
-@pytest.fixture
-def profile(fake_llm):
-    return scripted_profile(fake_llm)
-
-
 def steps_of(run_id: int) -> list[tuple]:
     return [(s.seq, s.kind, s.name, s.status)
             for s in Run.objects.get(pk=run_id).steps.order_by("seq")]
-
-
-@pytest.fixture
-async def ended():
-    """End every gateway run the test left open (as the quiet closer would)."""
-    yield
-    await TABLE.close_quiet(0)
 
 
 async def test_a_tool_loop_is_one_run_of_llm_tool_llm_steps(user, token, profile, fake_llm, ended):

@@ -12,7 +12,6 @@ import asyncio
 import pytest
 from django.test import AsyncClient
 
-from agentlab.gateway.sessions import TABLE
 from agentlab.receiver.models import ReceivedTrace
 from agentlab.tokens.models import create_token
 from tests.billing import EMAIL, guardrail
@@ -30,12 +29,6 @@ from tests.otlp_spans import AgentTrace, encoded
 from traces.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-async def ended():
-    yield
-    await TABLE.close_quiet(0)
 
 
 async def page_of(user, run_id: int) -> str:

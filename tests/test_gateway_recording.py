@@ -9,30 +9,12 @@ import asyncio
 import pytest
 
 from agentlab.gateway import later
-from agentlab.gateway.sessions import TABLE
-from agentlab.tokens.models import create_token
 from tests.fake_openai import Delay, Reply
-from tests.gateway_clients import QUESTION, in_process, scripted_profile
+from tests.gateway_clients import QUESTION, in_process
 from tests.waiting import await_until
 from traces.models import Run, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def token(user):
-    return create_token(user, "my agent", "gateway")[1]
-
-
-@pytest.fixture
-def profile(fake_llm):
-    return scripted_profile(fake_llm)
-
-
-@pytest.fixture
-async def ended():
-    yield
-    await TABLE.close_quiet(0)
 
 
 async def llm_steps(user) -> list[tuple[str, str]]:

@@ -23,23 +23,6 @@ def staff(django_user_model):
     return django_user_model.objects.create_superuser("root", password=None)
 
 
-@pytest.fixture
-def profile(fake_llm):
-    """The gateway's tests: the scripted model's profile, `scripted` (tests/gateway_clients.py)."""
-    from tests.gateway_clients import scripted_profile
-
-    return scripted_profile(fake_llm)
-
-
-@pytest.fixture
-async def ended():
-    """The gateway's tests: end every gateway run the test left open (as the closer would)."""
-    from agentlab.gateway.sessions import TABLE
-
-    yield
-    await TABLE.close_quiet(0)
-
-
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> None:
     """A failing Hypothesis test (test_fuzz.py) has its failing example printed; the patch
     Hypothesis would also write with libcst (mutmut brings it) crashes pytest with an
