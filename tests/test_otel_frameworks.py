@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from traces.diff import diff_steps
-from traces.otel.calls import PREPARES
-from traces.otel.decode import traces
+from traces.otel.calls import PREPARES, records_call
+from traces.otel.decode import Span, traces
 from traces.otel.steps import NO_CONTENT, run_from_trace
 
 CAPTURES = Path(__file__).parent / "otel_captures"
@@ -74,6 +74,18 @@ def test_llamaindexs_request_preparation_is_not_a_model_call():
     prepared = [s for s in steps if s.meta.get("otel.span") == "OpenAI._prepare_chat_with_tools"]
     assert len(prepared) == 2 and {s.kind for s in prepared} == {"thought"}
     assert prepared[0].meta["otel.note"] == PREPARES and run["llm_calls"] == 2
+
+
+def test_a_model_call_is_told_by_its_attribute_names_whatever_they_hold():
+    def span(*names: str) -> Span:
+        return Span("t", "s", "", "llm", 0, 1, dict.fromkeys(names, "x"))
+
+    assert records_call(span("llm.model_name", "llm.token_count.prompt"))
+    assert records_call(span("llm.finish_reason"))
+    assert not records_call(span("llm.model_name", "llm.finish_reason.x", "x.llm.token_count."))
+    # A name holding a newline is one name, not two lines of names.
+    assert not records_call(span("a\nllm.token_count.prompt", "b\nllm.finish_reason"))
+    assert records_call(span("a\nb", "gen_ai.usage.input_tokens"))
 
 
 def test_framework_state_stays_on_the_run_and_steps_not_in_the_messages():

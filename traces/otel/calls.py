@@ -6,6 +6,8 @@ a note saying so."""
 
 from __future__ import annotations
 
+import re
+
 from traces.otel import genai
 from traces.otel import openinference as oi
 from traces.otel.decode import Span
@@ -17,6 +19,10 @@ PREPARES = "prepares a model call beside it (counted once, there)"
 _CALL_PREFIXES = ("llm.input_messages.", "llm.output_messages.", "llm.token_count.",
                   "gen_ai.usage.", "gen_ai.response.", "gen_ai.prompt.", "gen_ai.completion.")
 _CALL_KEYS = {"llm.finish_reason", "gen_ai.input.messages", "gen_ai.output.messages"}
+# The keys above, over the attribute names joined by newlines: one scan in C, not a Python
+# test a name (a hundred names, an LLM span with its messages flattened).
+_CALL_NAME = re.compile("^(?:" + "|".join(map(re.escape, _CALL_PREFIXES)) + "|(?:"
+                        + "|".join(map(re.escape, sorted(_CALL_KEYS))) + ")$)", re.M)
 
 
 def records_call(span: Span) -> bool:
@@ -24,9 +30,16 @@ def records_call(span: Span) -> bool:
     a = span.attributes
     # The cheap tests first: parsing input.value (a whole request, often) comes last.
     return ("agentlab.step.kind" in a
-            or any(k.startswith(_CALL_PREFIXES) or k in _CALL_KEYS for k in a)
+            or _names_call(a)
             or any(name in genai.EVENTS for name, _w, _a in span.events)
             or oi.is_chat_request(parsed(a.get("input.value"))))
+
+
+def _names_call(a: dict[str, object]) -> bool:
+    names = "\n".join(a)
+    if names.count("\n") == len(a) - 1:  # no name holds a newline: one line a name
+        return _CALL_NAME.search(names) is not None
+    return any(k.startswith(_CALL_PREFIXES) or k in _CALL_KEYS for k in a)
 
 
 def demote(steps: list[Step], calls: set[int]) -> None:
