@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from agentlab.gateway.grouping import normal, prefix_keys, tool_results, trace_id, turn_key
+from agentlab.gateway.grouping import (
+    conversation_keys,
+    normal,
+    prefix_keys,
+    reply_key,
+    tool_results,
+    trace_id,
+    turn_key,
+)
 from agentlab.gateway.protocol import GatewayError, parse_chat
 
 ASKED = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather?"}]
@@ -37,6 +45,24 @@ def test_the_longest_continued_prefix_comes_first():
             {"role": "user", "content": "And tomorrow?"},
             {"role": "assistant", "content": "Rain."}, {"role": "user", "content": "Thanks"}]
     assert [end for end, _ in prefix_keys(talk)] == [5, 3]
+
+
+def test_one_pass_gives_the_keys_a_request_continues_and_the_one_its_reply_leaves():
+    talk = [*ASKED, {"role": "assistant", "content": "Sunny."},
+            {"role": "user", "content": "And tomorrow?"}]
+    prefixes, whole = conversation_keys(talk)
+    assert prefixes == prefix_keys(talk)
+    reply = {"role": "assistant", "content": "Rain."}
+    assert reply_key(whole, reply) == turn_key(talk, reply)
+    assert prefix_keys([*talk, reply])[0] == (5, reply_key(whole, reply))
+
+
+def test_an_edited_request_is_keyed_by_what_it_says_now():
+    chat = parse_chat({"model": "m", "messages": ASKED})
+    chat.keys = conversation_keys(chat.messages)
+    edited = chat.with_fields({"messages": [*ASKED, {"role": "user", "content": "Now?"}],
+                               "temperature": 0.5})
+    assert edited.keys is None and edited.temperature == 0.5 and edited.model == "m"
 
 
 @pytest.mark.parametrize(("header", "found"), [

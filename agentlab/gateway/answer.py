@@ -50,14 +50,14 @@ async def answer(session: Session, request: ChatRequest, route: Route) -> HttpRe
         started = time.perf_counter()
         if ready is not None:
             await session.close_call(step, ready, started)
-            TABLE.remember(session, request.messages, message_of(ready))
+            TABLE.remember(session, request, message_of(ready))
             return _reply(request, ready)
         if request.stream and not route.has_output_checks:
             streaming = True
             return _after_sent(_stream(session, request, sent, route, step, started), session)
         result = TABLE.own_call_ids(session, await _call(session, sent, route, step))
         await session.close_call(step, result, started, sending=True)
-        TABLE.remember(session, request.messages, message_of(result))
+        TABLE.remember(session, request, message_of(result))
         return _after_sent(_reply(request, result), session)
     finally:
         if not streaming:
@@ -117,7 +117,7 @@ def _stream(session: Session, request: ChatRequest, sent: ChatRequest, route: Ro
             result = TABLE.own_call_ids(session,
                                         await _call(session, sent, route, step, on_token))
             await session.close_call(step, result, started, sending=True)
-            TABLE.remember(session, request.messages, message_of(result))
+            TABLE.remember(session, request, message_of(result))
             for event in chunks.ending(result, usage=request.include_usage):
                 queue.put_nowait(event)
         except GatewayError as exc:

@@ -122,29 +122,33 @@ def _chained(key: str, message: dict[str, Any]) -> str:
     return hashlib.sha256((key + _canonical(message)).encode()).hexdigest()[:32]
 
 
-def key_of(messages: Sequence[dict[str, Any]]) -> str:
-    """The turn key of a normalised conversation: a hash chained message by message, so the
-    keys of all its prefixes cost one pass (an agent's conversation grows every call)."""
-    key = ""
-    for message in messages:
-        key = _chained(key, message)
-    return key
-
-
 def turn_key(messages: Sequence[dict[str, Any]], reply: dict[str, Any]) -> str:
     """The key a reply leaves: the request's conversation plus the reply."""
-    return _chained(key_of(normal_messages(messages)), normal(reply))
+    return reply_key(conversation_keys(messages)[1], reply)
+
+
+def reply_key(conversation: str, reply: dict[str, Any]) -> str:
+    """`turn_key` from the key of the request's whole conversation (`conversation_keys`)."""
+    return _chained(conversation, normal(reply))
 
 
 def prefix_keys(messages: Sequence[dict[str, Any]]) -> list[tuple[int, str]]:
     """(end, key) of each prefix that ends with an assistant message, the longest first: the
     keys a request may continue."""
+    return conversation_keys(messages)[0]
+
+
+def conversation_keys(messages: Sequence[dict[str, Any]]) -> tuple[list[tuple[int, str]], str]:
+    """`prefix_keys` and the key of the whole conversation, in one pass: a hash chained
+    message by message, so the keys of all its prefixes cost one pass (an agent's
+    conversation grows every call; normalising and hashing it costs ~10 µs a message, and a
+    call needs both: agentlab.gateway.sessions)."""
     found, key = [], ""
     for i, message in enumerate(normal_messages(messages)):
         key = _chained(key, message)
         if message["role"] == "assistant":
             found.append((i + 1, key))
-    return found[::-1]
+    return found[::-1], key
 
 
 def tool_results(messages: Sequence[dict[str, Any]]) -> list[tuple[int, str, str]]:

@@ -13,7 +13,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from agentlab.llm.errors import LLMError
@@ -73,6 +73,10 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # The grouping keys of `messages` (agentlab.gateway.sessions: the run is found by them,
+    # the reply's key made from them), worked out once a call; a copy works them out again.
+    keys: tuple[list[tuple[int, str]], str] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     def recorded(self) -> dict[str, Any]:
         """What the llm step keeps as its input: the request fields of Agent Lab's own llm
@@ -83,10 +87,11 @@ class ChatRequest:
             request["params"] = dict(self.extra)
         return request
 
-    def with_fields(self, fields: dict[str, Any]) -> ChatRequest:
+    def with_fields(self, edited: dict[str, Any]) -> ChatRequest:
         """This request with some of its recorded fields replaced (an edit at a hold)."""
-        known = {k: v for k, v in fields.items() if k in REQUEST_KEYS}
-        return ChatRequest(**{**self.__dict__, **known})
+        known = {k: v for k, v in edited.items() if k in REQUEST_KEYS}
+        return ChatRequest(**{**{f.name: getattr(self, f.name) for f in fields(self) if f.init},
+                              **known})
 
 
 def upstream_error(exc: LLMError) -> GatewayError:

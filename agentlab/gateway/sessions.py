@@ -25,7 +25,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from agentlab.gateway import plans
-from agentlab.gateway.grouping import prefix_keys, question, trace_id, turn_key
+from agentlab.gateway.grouping import conversation_keys, question, reply_key, trace_id
 from agentlab.gateway.models import GatewaySession
 from agentlab.gateway.protocol import ChatRequest, GatewayError
 from agentlab.gateway.routes import Route
@@ -70,16 +70,16 @@ class Table:
             key = f"t:{trace}"
             return self._live(user.pk, key) or await self._open_once(
                 user, key, request, route, grouped_by="trace", trace=trace)
-        for _end, key in prefix_keys(request.messages):
+        for _end, key in _keys(request)[0]:
             if (found := self._live(user.pk, f"c:{key}")) is not None:
                 return found
         return await self._open(user, request, route, grouped_by="conversation",
                                 trace=trace or "")
 
-    def remember(self, session: Session, messages: list[dict[str, Any]],
-                 reply: dict[str, Any]) -> None:
-        """The turn key a reply leaves: the agent's next request finds its run by it."""
-        entry = (session.user_id, f"c:{turn_key(messages, reply)}")
+    def remember(self, session: Session, request: ChatRequest, reply: dict[str, Any]) -> None:
+        """The turn key a reply to `request` leaves: the agent's next request finds its run
+        by it."""
+        entry = (session.user_id, f"c:{reply_key(_keys(request)[1], reply)}")
         self.index[entry] = session.run_id
         session.keys.append(entry)
 
@@ -189,6 +189,14 @@ class Table:
         for session in quiet:
             await session.end()
         return len(quiet)
+
+
+def _keys(request: ChatRequest) -> tuple[list[tuple[int, str]], str]:
+    """The request's grouping keys, worked out on first use: finding its run and
+    remembering its reply read the same conversation."""
+    if request.keys is None:
+        request.keys = conversation_keys(request.messages)
+    return request.keys
 
 
 def unknown_session() -> GatewayError:
