@@ -20,23 +20,13 @@ from django.test import Client
 
 from agentlab.gateway.models import GatewayRunner, GatewaySession
 from agentlab.tokens.models import create_token
-from tests.gateway_clients import CALL, QUESTION, answer, scripted_profile
+from tests.gateway_clients import CALL, QUESTION, answer
 from tests.waiting import wait_until
 from traces.models import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = str(ROOT / "tests" / "gateway_agents" / "weather_agent.py")
 PROGRAM = [sys.executable, AGENT, QUESTION]
-
-
-@pytest.fixture
-def token(user):
-    return create_token(user, "terminal", "gateway")[1]
-
-
-@pytest.fixture
-def profile(fake_llm):
-    return scripted_profile(fake_llm)
 
 
 def attach_command(live_url: str, token: str, *options: str) -> list[str]:
