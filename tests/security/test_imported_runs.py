@@ -675,7 +675,9 @@ class TestPlayground:
         (b'{"choices": "x"}', 400, "the model call failed: the endpoint answered without any"),
         (b"[]", 400, "the model call failed: the endpoint answered without any choice"),
         (b'"just text"', 400, "the model call failed: the endpoint answered without any"),
-        (b"not json at all", 400, UNREADABLE + " (JSONDecodeError"),
+        (b"not json at all", 400,
+         "the model call failed: the endpoint&#x27;s reply is not JSON: "
+         "&#x27;not json at all&#x27;"),
         # A usage a server garbles is no usage: the answer itself is fine.
         (b'{"choices": [{"message": {"content": "hi"}}], "usage": {"prompt_tokens": "x"}}',
          200, "hi"),
