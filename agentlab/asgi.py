@@ -18,6 +18,7 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 from agentlab.gateway.fast_path import FastGateway  # noqa: E402
 from agentlab.gateway.views import BODY_CAP as GATEWAY_CAP  # noqa: E402
 from agentlab.monitors.background import StartOnFirstRequest  # noqa: E402
+from agentlab.process_tuning import tune_web_process  # noqa: E402
 from agentlab.receiver.body_cap import BodyCap  # noqa: E402
 from agentlab.routing import websocket_routes  # noqa: E402
 
@@ -36,3 +37,5 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+tune_web_process()  # what is loaded by now lives as long as the process

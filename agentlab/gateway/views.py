@@ -155,7 +155,7 @@ async def chat_completions(request: HttpRequest, user: Any, session: str | None 
     chat = guard_input(chat, route) if not route.input_off_loop else await asyncio.to_thread(
         guard_input, chat, route)
     found = await TABLE.find(user, chat, route, session_key=session,
-                             traceparent=request.headers.get("traceparent"))
+                             traceparent=request.META.get("HTTP_TRACEPARENT"))
     if found.user_id != user.pk:  # never: the index is keyed by user; kept as a tripwire
         raise unknown_session()
     response = await answer(found, chat, route)
