@@ -1,26 +1,11 @@
-"""What the hostile tests share: the calculator agent on the scripted model, and users without
-passwords (force_login; password hashing is slow on a busy machine); for the gateway's tests
-its scripted profile and the end of its open runs. `stop_runs` (stop what the live socket
-tests ran) comes from tests/sockets.py."""
+"""What the hostile tests share beyond every test's fixtures (tests/fixtures.py: `user`,
+`other_user`, `staff`, with passwords hashed in one round: tests/hashers.py; tests/
+gateway_fixtures.py: the gateway's token, scripted profile and the end of its open runs;
+tests/sockets.py: `stop_runs`)."""
 
 from __future__ import annotations
 
 import pytest
-
-
-@pytest.fixture
-def user(django_user_model):
-    return django_user_model.objects.create_user("alice")
-
-
-@pytest.fixture
-def other_user(django_user_model):
-    return django_user_model.objects.create_user("bob")
-
-
-@pytest.fixture
-def staff(django_user_model):
-    return django_user_model.objects.create_superuser("root", password=None)
 
 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> None:
