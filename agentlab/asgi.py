@@ -15,17 +15,20 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from agentlab.gateway.fast_path import FastGateway  # noqa: E402
+from agentlab.fast_api import Endpoint, FastAPI  # noqa: E402
+from agentlab.gateway.urls import FAST as GATEWAY_API  # noqa: E402
 from agentlab.gateway.views import BODY_CAP as GATEWAY_CAP  # noqa: E402
 from agentlab.monitors.background import StartOnFirstRequest  # noqa: E402
 from agentlab.process_tuning import tune_web_process  # noqa: E402
 from agentlab.receiver.body_cap import BodyCap  # noqa: E402
+from agentlab.receiver.urls import FAST as RECEIVER_API  # noqa: E402
 from agentlab.routing import websocket_routes  # noqa: E402
 
 # HTTP as the app serves it: the receiver's and the gateway's bodies capped before anything
-# reads them; the gateway's OpenAI API straight from ASGI, past the middleware
-# (agentlab/gateway/fast_path.py); everything else Django's.
-http = BodyCap(FastGateway(BodyCap(django_asgi_app)), **GATEWAY_CAP)
+# reads them; the gateway's OpenAI API and the OTLP receiver straight from ASGI, past the
+# middleware (agentlab/fast_api.py); everything else Django's.
+http = BodyCap(BodyCap(FastAPI(django_asgi_app, [Endpoint(*GATEWAY_API),
+                                                 Endpoint(*RECEIVER_API)]), **GATEWAY_CAP))
 
 application = ProtocolTypeRouter(
     {

@@ -54,7 +54,7 @@ async def test_a_slow_call_shows_as_running_while_the_agent_waits(user, token, p
 
 async def test_an_agent_that_hangs_up_before_the_reply_has_its_call_ended(user, token, profile,
                                                                          fake_llm, ended):
-    """The client going away cancels the call it waits for (agentlab/gateway/fast_path.py):
+    """The client going away cancels the call it waits for (agentlab/fast_api.py):
     the step ends saying so, and nothing is sent on the closed connection."""
     fake_llm.script(Delay(2.0, Reply(text="Too late.")))
     body = json.dumps({"model": "scripted", "messages": [{"role": "user", "content": QUESTION}]})

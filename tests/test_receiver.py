@@ -1,8 +1,9 @@
 """The OTLP receiver, `POST /v1/traces`: an instrumented agent's spans become a live run.
 
 The spans are the real OpenTelemetry SDK's, encoded by its own OTLP encoder (tests/otlp_spans.py)
-and sent to the view over Django's ASGI test client, in the order an exporter sends them; one
-test sends them with the SDK's own OTLPSpanExporter to a real daphne process."""
+and sent through the project's ASGI application as daphne serves it (tests/receiver_client.py),
+in the order an exporter sends them; one test sends them with the SDK's own OTLPSpanExporter to
+a real daphne process."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from agentlab.receiver.models import ReceivedSpan, ReceivedTrace
 from agentlab.runs.room import going
 from agentlab.tokens.models import create_token
 from tests.otlp_spans import AgentTrace, encoded
+from tests.receiver_client import post_traces
 from tests.sockets import connect, frames_until, is_type, synced
 from traces.models import Run
 from traces.otel.decode import traces
@@ -37,9 +39,8 @@ def token(user):
 
 
 async def send(token: str, body: bytes, *, content_type: str = PROTOBUF, **headers: str):
-    client = AsyncClient()
-    return await client.post("/v1/traces", body, content_type=content_type,
-                             headers={"Authorization": f"Bearer {token}", **headers})
+    return await post_traces(body, content_type=content_type,
+                             **{"Authorization": f"Bearer {token}", **headers})
 
 
 async def received(user) -> Run:
@@ -58,7 +59,7 @@ async def test_spans_become_a_live_run_that_ends_as_the_import_of_the_same_spans
     agent.llm_asks_tool()
     response = await send(token, encoded(agent.ended))
     assert response.status_code == 200
-    assert response["Content-Type"] == PROTOBUF
+    assert response.headers["Content-Type"] == PROTOBUF
     ExportTraceServiceResponse.FromString(response.content)  # the spec's success body
 
     run = await received(user)
@@ -135,7 +136,7 @@ async def test_gzip_and_json_as_exporters_send_them(user, token):
         "opentelemetry.exporter.otlp.proto.common.trace_encoder",
         fromlist=["encode_spans"]).encode_spans(spans[2:]))
     response = await send(token, doc.encode(), content_type="application/json")
-    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    assert response.status_code == 200 and response.headers["Content-Type"] == "application/json"
     run = await Run.objects.aget(pk=(await received(user)).pk)
     assert run.status == "succeeded" and run.step_count == 3
 
@@ -143,8 +144,7 @@ async def test_gzip_and_json_as_exporters_send_them(user, token):
 @pytest.mark.parametrize("headers, status", [
     ({}, 401), ({"Authorization": "Bearer al_nope"}, 401)])
 async def test_without_a_good_token_nothing_is_stored(user, headers, status):
-    response = await AsyncClient().post("/v1/traces", encoded(AgentTrace().whole()),
-                                        content_type=PROTOBUF, headers=headers)
+    response = await post_traces(encoded(AgentTrace().whole()), **headers)
     assert response.status_code == status
     assert not await Run.objects.aexists()
 
@@ -206,6 +206,28 @@ async def test_spans_past_the_runs_limit_are_refused_as_a_partial_success(user, 
 async def test_bad_data_is_a_400_that_says_why(user, token):
     response = await send(token, b"\xff\x00 not protobuf")
     assert response.status_code == 400
+    assert not await Run.objects.aexists()
+
+
+async def test_errors_around_the_view_are_the_specs_not_djangos_pages(user, token,
+                                                                        monkeypatch):
+    """The receiver is served past the middleware (agentlab/fast_api.py): an unknown Host or a
+    failure of the view still answers the exporter in OTLP's error shape, not an HTML page."""
+    response = await send(token, encoded(AgentTrace().whole()), content_type="application/json",
+                          Host="evil.example")
+    assert response.status_code == 400
+    assert response.headers["Content-Type"] == "application/json"
+    assert "ALLOWED_HOSTS" in response.json()["message"]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("agentlab.receiver.protocol.check_length", broken)
+    response = await send(token, encoded(AgentTrace().whole()))
+    assert response.status_code == 500
+    assert response.headers["Content-Type"] == PROTOBUF
+    assert b"The receiver failed on this request." in response.content
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
     assert not await Run.objects.aexists()
 
 

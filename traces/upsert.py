@@ -115,25 +115,35 @@ def _preparers() -> list[Any]:
     database form differs (JSON, dates); the rest are the record's values as they are. No
     model instance is built: for a batch of rows that was most of the CPU."""
     out: list[Any] = []
+    # The connection's operations looked up once, not per value: `connection` is a proxy
+    # to this thread's connection (~1 µs a look-up, ten values a row).
+    ops = connection.ops
+    adapt_date, adapt_json = ops.adapt_datetimefield_value, ops.adapt_json_value
     for f in FIELDS:
         if f.name == "run":
             out.append(lambda run_id, _r: run_id)
         elif f.name == "started_at":  # aware: what the field's own preparation comes to
-            out.append(lambda _id, r: connection.ops.adapt_datetimefield_value(
-                datetime.fromtimestamp(r.started_at, tz=UTC)))
+            out.append(lambda _id, r: adapt_date(datetime.fromtimestamp(r.started_at, tz=UTC)))
         elif f.name == "meta":
-            out.append(lambda _id, r, f=f: json_value(f, r.meta or {}))
+            out.append(lambda _id, r, e=f.encoder: adapt_json(r.meta or {}, e))
         elif f.get_internal_type() == "JSONField":
-            out.append(lambda _id, r, name=f.name, f=f: json_value(f, getattr(r, name)))
+            out.append(lambda _id, r, name=f.name, e=f.encoder: _json_or_null(
+                adapt_json, getattr(r, name), e))
         else:
             out.append(lambda _id, r, name=f.name: getattr(r, name))
     return out
 
 
-def json_value(field: Any, value: Any) -> Any:
-    """A JSONField's value as `get_db_prep_save` stores it (None stays NULL), without the
-    field's layers of preparation (a few µs a value, for thousands of values a request)."""
-    return None if value is None else connection.ops.adapt_json_value(value, field.encoder)
+def json_values(field: Any) -> Any:
+    """value -> a JSONField's value as `get_db_prep_save` stores it (None stays NULL),
+    without the field's layers of preparation (a few µs a value, for thousands of values a
+    request), the connection's operations looked up once."""
+    adapt, encoder = connection.ops.adapt_json_value, field.encoder
+    return lambda value: _json_or_null(adapt, value, encoder)
+
+
+def _json_or_null(adapt: Any, value: Any, encoder: Any) -> Any:
+    return None if value is None else adapt(value, encoder)
 
 
 _RUN_AT = next(i for i, f in enumerate(FIELDS) if f.name == "run")

@@ -83,7 +83,7 @@ async def _call(session: Session, sent: ChatRequest, route: Route, step: Any,
 
 def _after_sent(response: HttpResponseBase, session: Session) -> HttpResponseBase:
     """The step of this reply is recorded once the reply is out: when the response is closed
-    (by Django's handler, or by agentlab.gateway.fast_path after its last byte)."""
+    (by Django's handler, or by agentlab.fast_api after its last byte)."""
     response._resource_closers.append(session.later.after_sent)
     return response
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 from agentlab.receiver.models import ReceivedSpan, ReceivedTrace
 from agentlab.runs.start import received_runs
 from traces.otel.decode import Span
-from traces.upsert import insert_rows, json_value
+from traces.upsert import insert_rows, json_values
 
 IN_CHUNK = 500  # ids per IN (…) query, well under SQLite's bound-variable limit
 
@@ -130,14 +130,14 @@ def insert(rows: list[SpanRow]) -> None:
     if not rows:
         return
     qn = connection.ops.quote_name
-    data = ReceivedSpan._meta.get_field("data")
+    data = json_values(ReceivedSpan._meta.get_field("data"))
     head = (f"INSERT INTO {qn(ReceivedSpan._meta.db_table)} ({qn('trace_id')}, {qn('span_id')}, "
             f"{qn('seq')}, {qn('data')}) VALUES ")
     with connection.cursor() as cursor:
         for chunk in batched(rows, IN_CHUNK):
             params: list[Any] = []
             for row in chunk:
-                params += [row.trace_id, row.span_id, row.seq, json_value(data, row.data)]
+                params += [row.trace_id, row.span_id, row.seq, data(row.data)]
             cursor.execute(head + ", ".join(["(%s, %s, %s, %s)"] * len(chunk)), params)
 
 

@@ -148,6 +148,11 @@ def _answer(reply: protocol.Reply) -> HttpResponse:
     return response
 
 
+def fast_error(request: HttpRequest, status: int, message: str) -> HttpResponse:
+    """An error before or around the view (agentlab/fast_api.py), in the spec's shape."""
+    return _error(protocol.reply_encoding(request.headers), status, message)
+
+
 def _error(encoding: protocol.Encoding, status: int, message: str,
            retry_after: float | None = None) -> HttpResponse:
     return _answer(protocol.error_reply(encoding, status, message, retry_after=retry_after))

@@ -242,6 +242,19 @@ class TestOtlpCountBombs:
         with pytest.raises(decode.OTLPError, match="nested more than 32 levels deep"):
             import_file(data, user=user)
 
+    def test_an_array_behind_a_plain_value_is_counted_too(self, user, settings, no_parse):
+        # protobuf keeps the last of a oneof's fields: a string first must not hide the array
+        settings.AGENTLAB_OTLP_MAX_VALUES = 5
+        value = _ld(0x0A, b"plain") + _ld(0x2A, b"\x0a\x00" * 6)
+        data = one_span_request(_ld(0x4A, _ld(0x0A, b"k") + _ld(0x12, value)))
+        with pytest.raises(decode.OTLPError, match="more than 5 items in one array"):
+            import_file(data, user=user)
+
+    def test_an_attribute_cut_short_by_the_end_of_the_data_is_not_otlp(self, user, no_parse):
+        data = one_span_request(b"\x4a\x10\x0a\x02ab\x12")  # 16 bytes said, 5 sent
+        with pytest.raises(decode.OTLPError, match="runs past the end"):
+            import_file(data, user=user)
+
     def test_an_ordinary_upload_still_comes_in(self, user):
         data = one_span_request(_ld(0x4A, _ld(0x0A, b"input.value") + _ld(0x12, _ld(
             0x0A, b"hello"))) + _ld(0x5A, _ld(0x12, b"an event")))

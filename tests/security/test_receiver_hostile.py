@@ -17,18 +17,18 @@ from agentlab.receiver.models import ReceivedTrace
 from agentlab.receiver.ratelimit import RateLimiter
 from agentlab.tokens.models import create_token
 from tests.otlp_spans import AgentTrace, encoded
+from tests.receiver_client import post_traces
 from traces.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-PROTOBUF = "application/x-protobuf"
 
 
 async def post(body: bytes, token: str | None = None, client: AsyncClient | None = None,
                **headers: str):
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    return await (client or AsyncClient()).post("/v1/traces", body, content_type=PROTOBUF,
-                                                 headers=headers)
+    cookies = {"sessionid": client.cookies["sessionid"].value} if client else None
+    return await post_traces(body, cookies=cookies, **headers)
 
 
 async def token_of(user, scope: str = "ingest") -> str:
@@ -78,7 +78,7 @@ async def test_a_flood_from_one_account_waits_while_another_goes_in(user, other_
     assert (await post(encoded(AgentTrace().whole()), flooder)).status_code == 200
     assert (await post(encoded(AgentTrace().whole()), flooder)).status_code == 200
     refused = await post(encoded(AgentTrace().whole()), flooder)
-    assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
     assert (await post(encoded(AgentTrace().whole()), other)).status_code == 200
     assert await Run.objects.filter(user=other_user).acount() == 1
     assert await Run.objects.filter(user=user).acount() == 2

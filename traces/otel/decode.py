@@ -114,9 +114,11 @@ class Counter:
 def count_wire(data: bytes, counter: Counter) -> None:
     """Count every repeated field of an ExportTraceServiceRequest on the wire, without
     building a message: OTLPError at the first count over its limit. Only the messages that
-    hold counted fields are entered; everything else is skipped by its length. (The usual
-    one-byte varints and plain attributes are read inline: this runs for every request.)"""
+    hold counted fields are entered; everything else is skipped by its length. (It runs for
+    every request, so the usual cases are read inline: one- and two-byte lengths, and an
+    attribute whose value is one plain field, settled without entering it.)"""
     limits = {what: getattr(counter.limits, what) for what in _WHAT}
+    most, total = counter.limits.total, counter.total
     # (message kind, position, end, depth, counts of this message)
     stack: list[tuple[int, int, int, int, dict[str, int]]] = [(_REQUEST, 0, len(data), 0, {})]
     while stack:
@@ -128,28 +130,25 @@ def count_wire(data: bytes, counter: Counter) -> None:
                 pos += 1
             else:
                 key, pos = _varint(data, pos, end)
-            number, wire = key >> 3, key & 7
-            if wire == 0:
-                _, pos = _varint(data, pos, end)
-                continue
-            if wire == 1:
-                pos += 8
-            elif wire == 5:
-                pos += 4
-            elif wire == 2:
-                if pos < end and data[pos] < 0x80:
-                    size = data[pos]
+            wire = key & 7
+            if wire == 2:
+                size = data[pos] if pos < end else 0x80
+                if size < 0x80:
                     pos += 1
+                elif pos + 1 < end and data[pos + 1] < 0x80:
+                    size = (size & 0x7F) | (data[pos + 1] << 7)
+                    pos += 2
                 else:
                     size, pos = _varint(data, pos, end)
-                child = fields.get(number)
+                child = fields.get(key >> 3)
                 if child is not None:
                     _, what, child_kind = child
                     if what:
                         n = counts[what] = counts.get(what, 0) + 1
-                        if n > limits[what] or counter.total >= counter.limits.total:
+                        if n > limits[what] or total >= most:
+                            counter.total = total
                             counter.check(kind, what, n)  # raises, saying which limit
-                        counter.total += 1
+                        total += 1
                     if child_kind in (_ANY, _ARRAY, _KVLIST, _KV) and depth > MAX_NESTING:
                         raise OTLPError(f"attribute values nested more than {MAX_NESTING} "
                                         "levels deep")
@@ -165,20 +164,56 @@ def count_wire(data: bytes, counter: Counter) -> None:
                                             "past the end)")
                         continue
                 pos += size
+            elif wire == 0:
+                if pos < end and data[pos] < 0x80:
+                    pos += 1
+                else:
+                    _, pos = _varint(data, pos, end)
+            elif wire == 1:
+                pos += 8
+            elif wire == 5:
+                pos += 4
             else:
                 raise OTLPError(f"neither JSON nor OTLP protobuf (wire type {wire})")
         if pos > end:
             raise OTLPError("neither JSON nor OTLP protobuf (a field runs past the end)")
+    counter.total = total
 
 
 def _plain_value(data: bytes, pos: int, end: int) -> bool:
-    """Is the KeyValue at data[pos:end] a short key and a value that is no array or kvlist
-    (the usual attribute: settled by a few bytes instead of entering the message)?"""
-    if end - pos < 4 or data[pos] != 0x0A or data[pos + 1] >= 0x80:
+    """Is the KeyValue at data[pos:end] a key of one-byte length and a value that is exactly
+    one field, neither an array nor a kvlist (the usual attribute: settled by a few bytes
+    instead of entering the message)? A value holding a second field after a plain one is
+    entered: protobuf takes the last, which may be an array to count."""
+    if end - pos < 4 or end > len(data) or data[pos] != 0x0A or data[pos + 1] >= 0x80:
+        return False  # (past the data's end: entered, and refused there)
+    at = pos + 2 + data[pos + 1]  # the value: tag 0x12, its length, then AnyValue's one field
+    if at + 3 > end or data[at] != 0x12:
         return False
-    at = pos + 2 + data[pos + 1]
-    return (at + 2 < end and data[at] == 0x12 and data[at + 1] < 0x80
-            and data[at + 2] not in (0x2A, 0x32) and at + 2 + data[at + 1] == end)
+    length = data[at + 1]
+    if length < 0x80:
+        at += 2
+    elif data[at + 2] < 0x80:
+        length = (length & 0x7F) | (data[at + 2] << 7)
+        at += 3
+    else:
+        return False
+    if at + length != end or at >= end:
+        return False
+    tag = data[at]
+    if tag in (0x0A, 0x3A):  # string_value, bytes_value: one length-delimited field
+        size = data[at + 1] if at + 1 < end else 0x80
+        if size < 0x80:
+            return at + 2 + size == end
+        if at + 2 < end and data[at + 2] < 0x80:
+            return at + 3 + ((size & 0x7F) | (data[at + 2] << 7)) == end
+        return False
+    if tag in (0x10, 0x18):  # bool_value, int_value: one varint
+        at += 1
+        while at < end and data[at] >= 0x80:
+            at += 1
+        return at + 1 == end
+    return tag == 0x21 and at + 9 == end  # double_value
 
 
 def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -318,11 +353,17 @@ def spans_of(message: ExportTraceServiceRequest) -> Iterator[Span]:
 
 
 def _attributes(pairs: Any) -> dict[str, Any]:
-    return {kv.key: _value(kv.value) for kv in pairs}
+    out: dict[str, Any] = {}
+    for kv in pairs:  # the usual text value inline: ten or more a span, every span decoded
+        v = kv.value
+        which = v.WhichOneof("value")
+        out[kv.key] = v.string_value if which == "string_value" else _value(v, which)
+    return out
 
 
-def _value(v: Any) -> Any:
-    which = v.WhichOneof("value")
+def _value(v: Any, which: str | None = "") -> Any:
+    if which == "":
+        which = v.WhichOneof("value")
     if which is None:
         return None
     if which == "array_value":

@@ -75,7 +75,10 @@ def message(flat: dict[str, Any]) -> dict[str, Any]:
 def is_chat_request(value: Any) -> bool:
     """Is `value` an OpenAI chat request (its messages plain chat messages), not a
     framework's own serialisation that happens to have "messages"?"""
-    if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
+    if not isinstance(value, dict) or not isinstance(messages := value.get("messages"), list):
         return False
-    return all(isinstance(m, dict) and isinstance(m.get("role"), str) and set(m) <= CHAT_KEYS
-               for m in value["messages"])
+    for m in messages:  # a loop, not all(…): called for every LLM span a receiver takes
+        if not (isinstance(m, dict) and isinstance(m.get("role"), str)
+                and CHAT_KEYS.issuperset(m)):
+            return False
+    return True
