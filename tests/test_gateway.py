@@ -7,11 +7,13 @@ frameworks' own agents run through it in tests/test_gateway_frameworks.py."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from asgiref.sync import sync_to_async
 
 from agentlab.gateway.sessions import TABLE
+from tests.fake_openai import Reply
 from tests.gateway_clients import (
     APP,
     CALL,
@@ -22,6 +24,7 @@ from tests.gateway_clients import (
     from_the_tool_result,
     in_process,
     open_session,
+    over_http,
     paused_run,
     scripted_profile,
     weather_agent,
@@ -69,6 +72,23 @@ async def test_a_streamed_loop_reads_the_same_and_is_recorded_the_same(user, tok
         ("llm", "scripted-model"), ("tool", "get_weather"), ("llm", "scripted-model"),
         ("final", "")]
     assert all(r.get("stream") for r in fake_llm.requests)
+
+
+def test_a_streamed_reply_reaches_the_agent_as_the_model_writes_it(live_url, user, token,
+                                                                   profile, fake_llm):
+    """Tokens go on as they come, over real HTTP (agentlab/gateway/answer.py joins only those
+    already there into one write): the agent reads the first long before the model has
+    written the last."""
+    fake_llm.script(Reply(text="Sunny, then rain.", chunk_delay_s=0.3))  # 5 chunks, 1.5 s
+    started = time.perf_counter()
+    got = []
+    stream = over_http(live_url, token).chat.completions.create(
+        model="scripted", messages=[{"role": "user", "content": QUESTION}], stream=True)
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            got.append((chunk.choices[0].delta.content, time.perf_counter() - started))
+    assert "".join(text for text, _ in got) == "Sunny, then rain."
+    assert got[0][1] < got[-1][1] - 0.6, got
 
 
 async def test_two_agents_asking_the_same_question_at_once_stay_two_runs(user, token, profile,

@@ -93,12 +93,10 @@ def _reply(request: ChatRequest, result: ChatResult) -> HttpResponse:
         return json_response(completion(result, request.model))
     chunks = Chunks(request.model)
 
-    async def events() -> AsyncIterator[bytes]:
-        yield chunks.opening()
-        if result.text:
-            yield chunks.content(result.text)
-        for event in chunks.ending(result, usage=request.include_usage):
-            yield event
+    async def events() -> AsyncIterator[bytes]:  # all of it at hand: one write
+        text = [chunks.content(result.text)] if result.text else []
+        yield b"".join([chunks.opening(), *text,
+                        *chunks.ending(result, usage=request.include_usage)])
 
     return _sse(events())
 
@@ -135,8 +133,19 @@ def _stream(session: Session, request: ChatRequest, sent: ChatRequest, route: Ro
         task = asyncio.get_running_loop().create_task(call())
         try:
             yield chunks.opening()
-            while (event := await queue.get()) is not None:
-                yield event
+            ended = False
+            while not ended:
+                # The tokens that came while the last write went out go out in one write, not
+                # one each: a model's server often sends many in one packet, and each write is
+                # a pass through Django's and daphne's sending and a system call.
+                events = [await queue.get()]
+                while not queue.empty():
+                    events.append(queue.get_nowait())
+                if events[-1] is None:  # the end: nothing is put after it
+                    events.pop()
+                    ended = True
+                if events:
+                    yield b"".join(events)
         finally:
             if not task.done():  # the client went away: the call stops, the step says so
                 task.cancel()
