@@ -179,27 +179,3 @@ def test_hostile_names_and_values_stay_text_on_the_run_page(client, user):
         assert hostile not in page
     assert "&lt;img src=x onerror=alert(2)&gt;" in page and "&lt;b&gt;bold" in page
 
-
-@pytest.mark.parametrize("as_json", [False, True])
-def test_a_nul_character_anywhere_in_a_trace_imports_as_a_replacement_character(user, as_json):
-    """PostgreSQL stores no U+0000 in text or JSON: a trace holding one in a resource key, a
-    span name or an attribute's key or value imports (as U+FFFD there) on either database."""
-    from google.protobuf.json_format import MessageToJson
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
-
-    request = ExportTraceServiceRequest()
-    spans = request.resource_spans.add()
-    key = spans.resource.attributes.add()
-    key.key, key.value.string_value = "\x00ervice.name", "agent\x00"
-    span = spans.scope_spans.add().spans.add()
-    span.trace_id, span.span_id, span.name = b"\x01" * 16, b"\x02" * 8, "look\x00up"
-    attribute = span.attributes.add()
-    attribute.key, attribute.value.string_value = "input.value", "Weather\x00in Paris?"
-    data = MessageToJson(request).encode() if as_json else request.SerializeToString()
-    (run,) = import_file(data, user=user)
-    run = Run.objects.get(pk=run.pk)
-    assert "\x00" not in json.dumps([run.agent_snapshot, run.input], ensure_ascii=False)
-    assert "\ufffdervice.name" in json.dumps(run.agent_snapshot, ensure_ascii=False)
-    assert [s.name for s in run.steps.all()] == ["look\ufffdup"]

@@ -16,6 +16,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
@@ -133,19 +134,9 @@ def _stream(session: Session, request: ChatRequest, sent: ChatRequest, route: Ro
         task = asyncio.get_running_loop().create_task(call())
         try:
             yield chunks.opening()
-            ended = False
-            while not ended:
-                # The tokens that came while the last write went out go out in one write, not
-                # one each: a model's server often sends many in one packet, and each write is
-                # a pass through Django's and daphne's sending and a system call.
-                events = [await queue.get()]
-                while not queue.empty():
-                    events.append(queue.get_nowait())
-                if events[-1] is None:  # the end: nothing is put after it
-                    events.pop()
-                    ended = True
-                if events:
-                    yield b"".join(events)
+            async with aclosing(_batches(queue)) as batches:
+                async for batch in batches:
+                    yield batch
         finally:
             if not task.done():  # the client went away: the call stops, the step says so
                 task.cancel()
@@ -153,6 +144,21 @@ def _stream(session: Session, request: ChatRequest, sent: ChatRequest, route: Ro
             session.last_seen = time.monotonic()
 
     return _sse(events())
+
+
+async def _batches(queue: asyncio.Queue[bytes | None]) -> AsyncIterator[bytes]:
+    """The events put on `queue` until None (nothing is put after it), those that came while
+    the last batch went out joined into one: a model's server often sends many tokens in one
+    packet, and each write is a pass through Django's and daphne's sending and a system call."""
+    while True:
+        events = [await queue.get()]
+        while not queue.empty():
+            events.append(queue.get_nowait())
+        end = events[-1] is None
+        if batch := b"".join(events[:-1] if end else events):
+            yield batch
+        if end:
+            return
 
 
 def _sse(events: AsyncIterator[bytes]) -> StreamingHttpResponse:

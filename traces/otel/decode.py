@@ -334,16 +334,6 @@ def _id(text: str) -> str:
     return text  # already base64 (a protobuf-JSON writer), or empty
 
 
-NUL = "\x00"
-
-
-def storable(text: str) -> str:
-    """`text` with each NUL character (U+0000) as U+FFFD: PostgreSQL stores no NUL in text or
-    JSON, so a trace that holds one would fail at its first write there (SQLite would keep
-    it: the same run on both)."""
-    return text.replace(NUL, "\ufffd") if NUL in text else text
-
-
 def spans_of(message: ExportTraceServiceRequest) -> Iterator[Span]:
     for rs in message.resource_spans:
         resource = _attributes(rs.resource.attributes)
@@ -351,14 +341,13 @@ def spans_of(message: ExportTraceServiceRequest) -> Iterator[Span]:
             for s in ss.spans:
                 yield Span(
                     trace_id=s.trace_id.hex(), span_id=s.span_id.hex(),
-                    parent_id=s.parent_span_id.hex(), name=storable(s.name),
+                    parent_id=s.parent_span_id.hex(), name=s.name,
                     start_ns=s.start_time_unix_nano, end_ns=s.end_time_unix_nano,
                     attributes=_attributes(s.attributes), error=s.status.code == 2,
-                    status_message=storable(s.status.message),
-                    events=[(storable(e.name), e.time_unix_nano, _attributes(e.attributes))
+                    status_message=s.status.message,
+                    events=[(e.name, e.time_unix_nano, _attributes(e.attributes))
                             for e in s.events],
-                    resource=resource, scope=storable(ss.scope.name),
-                    scope_version=storable(ss.scope.version),
+                    resource=resource, scope=ss.scope.name, scope_version=ss.scope.version,
                     links=[(link.trace_id.hex(), link.span_id.hex(),
                             _attributes(link.attributes)) for link in s.links])
 
@@ -368,12 +357,7 @@ def _attributes(pairs: Any) -> dict[str, Any]:
     for kv in pairs:  # the usual text value inline: ten or more a span, every span decoded
         v = kv.value
         which = v.WhichOneof("value")
-        key = kv.key if NUL not in kv.key else storable(kv.key)
-        if which == "string_value":
-            text = v.string_value
-            out[key] = text if NUL not in text else storable(text)
-        else:
-            out[key] = _value(v, which)
+        out[kv.key] = v.string_value if which == "string_value" else _value(v, which)
     return out
 
 
@@ -388,6 +372,4 @@ def _value(v: Any, which: str | None = "") -> Any:
         return _attributes(v.kvlist_value.values)
     if which == "bytes_value":
         return base64.b64encode(v.bytes_value).decode()
-    if which == "string_value":
-        return storable(v.string_value)
     return getattr(v, which)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from traces.otel.decode import Span, storable
+from traces.otel.decode import Span
 
 _MISSING = object()
 _HEX_ID = re.compile(r"(?:[0-9a-fA-F]{16}){1,2}")
@@ -58,7 +58,7 @@ def _text(message: Any, name: str) -> str:
     value = _field(message, name, name, "")
     if not isinstance(value, str):
         raise _Irregular
-    return storable(value)
+    return value
 
 
 def _int(value: Any) -> int:
@@ -124,7 +124,7 @@ def _value(v: Any) -> Any:
         raise _Irregular
     if name in ("stringValue", "string_value"):
         if isinstance(value, str):
-            return storable(value)
+            return value
     elif name in ("boolValue", "bool_value"):
         if isinstance(value, bool):
             return value
