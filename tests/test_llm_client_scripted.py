@@ -228,6 +228,28 @@ async def test_models_of_one_profile_share_a_client_and_its_keep_alive_connectio
     assert len(fake_llm.peers) == 6 and len(set(fake_llm.peers)) == 1
 
 
+def test_a_loops_connections_are_closed_when_it_ends(fake_llm, fake_profile, caplog):
+    """A run's loop (asyncio.run, a worker's, a test's) leaves no connection of its model open,
+    and nothing logs "Unclosed client session" when its objects are collected."""
+    import asyncio
+    import gc
+
+    from agentlab.llm import wire
+
+    fake_llm.responder = lambda body: "ok"
+
+    async def calls() -> set:
+        model = OpenAIChatModel(fake_profile)
+        assert (await model.chat(HELLO)).text == "ok"
+        assert (await model.chat(HELLO, on_token=lambda d: None)).text == "ok"  # and a stream
+        return set(getattr(asyncio.get_running_loop(), wire._ATTRIBUTE))  # the loop's sessions
+
+    sessions = asyncio.run(calls())
+    gc.collect()
+    assert sessions and all(session.closed for session in sessions)
+    assert not [r for r in caplog.records if "nclosed" in r.getMessage()]
+
+
 async def test_a_dropped_connection_is_retried(fake_llm, fake_profile):
     from tests.fake_openai import Drop
 

@@ -6,12 +6,12 @@ Two costs of the SDK are paid once instead of per call (measured in `manage.py b
   keep-alive connections are shared too.
 - `chat.completions.create` walks every message of the request through the SDK's TypedDict
   transform (~5 ms for a 20-message conversation, growing with it) to convert values our
-  requests never hold: they are plain JSON already. The body is sent as it is, on the
-  client's own httpx client and connection pool, with the URL and headers the SDK builds for
-  the request (made once per client) and the SDK's errors (`APIStatusError`,
-  `APIConnectionError`, …) and SSE parsing (`_send`): past the SDK's per-request pipeline,
-  which cost ~0.5 ms of CPU a call (the gateway's agents wait for it). Replies and chunks are
-  read as the JSON objects they are, without a pydantic model each.
+  requests never hold: they are plain JSON already. The body is sent as it is, on aiohttp
+  (agentlab/llm/wire.py: ~0.6 ms of CPU a call less than the SDK's httpx), with the URL and
+  headers the SDK builds for the request (made once per client) and the SDK's errors
+  (`APIStatusError`, `APIConnectionError`, …) and SSE parsing (`_send`): past the SDK's
+  per-request pipeline, which cost ~0.5 ms of CPU a call (the gateway's agents wait for it).
+  Replies and chunks are read as the JSON objects they are, without a pydantic model each.
 """
 
 from __future__ import annotations
@@ -28,13 +28,10 @@ from typing import Any
 
 import httpx2 as httpx
 import openai
-from openai._models import FinalRequestOptions
 
+from agentlab.llm import wire
 from agentlab.llm.errors import BadResponse
 from agentlab.llm.types import ChatResult, TokenCallback, ToolCall, Usage
-
-_PATH = "/chat/completions"
-_OPTIONS = {"security": {"bearer_auth": True}}  # what chat.completions.create sends
 
 
 def parse_tool_call(call_id: str, name: str, raw: str) -> ToolCall:
@@ -78,6 +75,7 @@ class ClientPool:
         client = self._loops.get(loop, {}).pop((base_url, key, timeout_s), None)
         if client is not None:
             loop.call_later(timeout_s + 1, lambda: loop.create_task(client.close()))
+            wire.close_later(client, timeout_s + 1)
 
 
 POOL = ClientPool()
@@ -101,12 +99,8 @@ async def complete(client: openai.AsyncOpenAI, body: dict[str, Any]) -> ChatResu
         return from_response(data)
 
 
-_sent_as: weakref.WeakKeyDictionary[openai.AsyncOpenAI, tuple[httpx.URL, httpx.Headers]]
-_sent_as = weakref.WeakKeyDictionary()
-
-
 async def _post(client: openai.AsyncOpenAI, body: dict[str, Any]) -> Any:
-    """`client.post(_PATH, body=body, cast_to=object)`, leaner (`_send`)."""
+    """`client.post("/chat/completions", body=body, cast_to=object)`, leaner (`_send`)."""
     response = await _send(client, body, stream=False)
     try:
         return json.loads(response.content)
@@ -116,30 +110,17 @@ async def _post(client: openai.AsyncOpenAI, body: dict[str, Any]) -> Any:
 
 async def _send(client: openai.AsyncOpenAI, body: dict[str, Any], *, stream: bool
                 ) -> httpx.Response:
-    """One request on the client's own connection pool, with the URL and headers the SDK
-    builds for it (made once per client) and the SDK's errors. The SDK's request pipeline
-    around it (options, header merging, retry and auth wrappers: ~0.5 ms of CPU a call) is
-    work a gateway call waits for, and the retries are ours anyway (max_retries=0)."""
-    if (sent_as := _sent_as.get(client)) is None:
-        options = FinalRequestOptions.construct(method="post", url=_PATH,
-                                                security=_OPTIONS["security"])
-        sent_as = _sent_as[client] = (client._prepare_url(_PATH),
-                                      client._build_headers(options))
-    url, headers = sent_as
-    request = client._client.build_request(
-        "POST", url, headers=headers, timeout=client.timeout,
-        content=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+    """One request with the URL and headers the SDK builds for it and the SDK's errors, on
+    aiohttp (agentlab/llm/wire.py). The SDK's request pipeline around it (options, header
+    merging, retry and auth wrappers: ~0.5 ms of CPU a call) is work a gateway call waits
+    for, and the retries are ours anyway (max_retries=0)."""
+    data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
     try:
-        response = await client._client.send(request, stream=stream)
-        if response.is_error:
-            if stream:
-                await response.aread()
-            raise client._make_status_error_from_response(response)
+        return await wire.post(client, data, stream=stream)
     except httpx.TimeoutException as exc:
-        raise openai.APITimeoutError(request=request) from exc
+        raise openai.APITimeoutError(request=exc.request) from exc
     except httpx.HTTPError as exc:
-        raise openai.APIConnectionError(request=request) from exc
-    return response
+        raise openai.APIConnectionError(request=exc.request) from exc
 
 
 async def stream(client: openai.AsyncOpenAI, body: dict[str, Any], on_token: TokenCallback,
