@@ -12,7 +12,8 @@ from threads of their own (the token look-up, the writer thread).
 What is kept: the body read as Django reads it (after the body caps in agentlab/asgi.py), the
 Host header checked against ALLOWED_HOSTS, the URL resolved by the project's urlconf, the
 response sent by Django's own ASGI code (streaming included), the view cancelled when the
-client goes away, `X-Content-Type-Options: nosniff`, and any error in the endpoint's own shape
+client goes away, `X-Content-Type-Options: nosniff`, a whole body's `Content-Length` (as
+CommonMiddleware sets it), and any error in the endpoint's own shape
 (its `Endpoint.error`). Everything else (pages, the gateway's sessions and runner) goes
 through Django as usual.
 """
@@ -70,6 +71,11 @@ class FastAPI:
                     listener = group.create_task(self.handler.listen_for_disconnect(receive))
                     response = await respond(endpoint, request)
                     response.headers.setdefault("X-Content-Type-Options", "nosniff")
+                    if not response.streaming:
+                        # As Django's CommonMiddleware sets it: without it daphne sends the
+                        # body chunked, and the client parses the chunks.
+                        response.headers.setdefault("Content-Length", str(len(
+                            response.content)))
                     await self.handler.send_response(response, send)
                     listener.cancel()
             except* RequestAborted:

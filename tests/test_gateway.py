@@ -91,6 +91,18 @@ def test_a_streamed_reply_reaches_the_agent_as_the_model_writes_it(live_url, use
     assert got[0][1] < got[-1][1] - 0.6, got
 
 
+def test_a_whole_reply_says_its_length_and_is_not_chunked(live_url, user, token, profile,
+                                                         fake_llm):
+    """Over real HTTP (daphne): a reply that is not streamed has its Content-Length, as a
+    model's own server sends it, so the agent's client reads it without chunk framing."""
+    fake_llm.script(Reply(text="Sunny."))
+    raw = over_http(live_url, token).chat.completions.with_raw_response.create(
+        model="scripted", messages=[{"role": "user", "content": QUESTION}])
+    assert raw.parse().choices[0].message.content == "Sunny."
+    assert raw.headers["content-length"] == str(len(raw.http_response.content))
+    assert "transfer-encoding" not in raw.headers
+
+
 async def test_two_agents_asking_the_same_question_at_once_stay_two_runs(user, token, profile,
                                                                          fake_llm, ended):
     import asyncio
