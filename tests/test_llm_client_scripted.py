@@ -607,3 +607,75 @@ async def test_our_own_formats_become_a_grammar_only_where_the_embedded_model_an
     assert all(part in embedded["grammar"] for part in must_have), embedded["grammar"]
     assert must_not not in embedded["grammar"]
 
+
+
+@pytest.fixture
+def https_model(tmp_path):
+    """An OpenAI-compatible endpoint over HTTPS with a certificate of its own (self-signed for
+    127.0.0.1): (its base URL, the certificate's file)."""
+    import http.server
+    import json
+    import ssl
+    import subprocess
+    import threading
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    reply = json.dumps({"id": "1", "object": "chat.completion", "model": "m", "choices": [
+        {"index": 0, "finish_reason": "stop",
+         "message": {"role": "assistant", "content": "over TLS"}}]}).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"https://127.0.0.1:{server.server_address[1]}/v1", cert
+    server.shutdown()
+    server.server_close()
+
+
+async def test_an_https_endpoint_is_trusted_as_the_sdks_own_client_would_trust_it(
+        https_model, monkeypatch):
+    """Its certificate checked against the same store as the openai SDK's httpx client
+    (certifi's, or SSL_CERT_FILE): refused with a sentence that says why, then trusted."""
+    from agentlab.llm import wire
+
+    base_url, cert = https_model
+    profile = ProfileConfig(name="tls", base_url=base_url, model="m", retries=0)
+    wire._ssl_context.cache_clear()
+    with pytest.raises(EndpointUnreachable, match="TLS certificate is not trusted") as info:
+        await OpenAIChatModel(profile).chat(HELLO)
+    assert "certificate verify failed" in str(info.value) and "SSL_CERT_FILE" in str(info.value)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    wire._ssl_context.cache_clear()
+    try:
+        assert (await OpenAIChatModel(profile).chat(HELLO)).text == "over TLS"
+    finally:
+        wire._ssl_context.cache_clear()
+
+
+async def test_a_login_in_the_base_url_is_sent_as_basic_auth(fake_llm, fake_profile):
+    """As the SDK's httpx client does: a server behind a proxy that asks for a login."""
+    import base64
+
+    fake_llm.script(Reply(text="let in"))
+    url = fake_profile.base_url.replace("http://", "http://agent:s3cret@")
+    result = await OpenAIChatModel(dataclasses.replace(fake_profile, base_url=url)).chat(HELLO)
+    assert result.text == "let in"
+    sent = {k.lower(): v for k, v in fake_llm.headers[0].items()}
+    assert sent["authorization"] == "Basic " + base64.b64encode(b"agent:s3cret").decode()

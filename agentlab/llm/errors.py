@@ -137,12 +137,17 @@ def _error_type(body: Any) -> str:
     return str(err.get("type") or "") if isinstance(err, dict) else ""
 
 
+_UNTRUSTED = "its TLS certificate is not trusted here"
+
+
 def _connection_reason(exc: openai.APIConnectionError) -> str:
     """The transport's own words (httpx2 under openai 3.x) in plain terms."""
     cause = exc.__cause__
     name = type(cause).__name__ if cause else ""
     if name == "ConnectError":
         detail = str(cause).lower()
+        if "certificate" in detail:
+            return f"{_UNTRUSTED} ({cause})"
         if "name" in detail or "resolv" in detail or "nodename" in detail:
             return f"host name not resolved ({cause})"
         return "connection refused"
@@ -185,9 +190,11 @@ def _translate(exc: Exception, *, profile: str, base_url: str, model: str, key_e
     if isinstance(exc, openai.APITimeoutError):
         return LLMTimeout(f"no answer within {timeout_s:g} s {where}", **kw)
     if isinstance(exc, openai.APIConnectionError):
+        reason = _connection_reason(exc)
+        hint = ("SSL_CERT_FILE may name a file of the certificates to trust"
+                if reason.startswith(_UNTRUSTED) else "is the server running?")
         return EndpointUnreachable(
-            f"cannot reach {base_url} (profile {profile!r}): {_connection_reason(exc)} — "
-            "is the server running?", **kw)
+            f"cannot reach {base_url} (profile {profile!r}): {reason} — {hint}", **kw)
     if isinstance(exc, openai.APIStatusError):
         msg = _server_message(exc)
         status = exc.status_code

@@ -9,7 +9,9 @@ What stays the SDK's: the URL and headers its client builds for a chat request (
 user agent), its errors (a status error is made from the response as the SDK makes it), its
 SSE parsing of a stream (an `httpx.Response` over this body). Transport failures come up as
 the httpx exceptions the SDK's own client raises (`_as_httpx`), so timeouts, refused and dropped
-connections read as they always have (agentlab.llm.errors). Not the SDK's `openai[aiohttp]`:
+connections read as they always have (agentlab.llm.errors); an https endpoint is trusted as
+the SDK's client trusts it (httpx's certificate store, SSL_CERT_FILE included), and a proxy
+is taken from the environment as it takes one. Not the SDK's `openai[aiohttp]`:
 it reports a refused connection as a timeout and refuses a base URL with credentials.
 
 One aiohttp session per SDK client (so dropping a client after a connection error starts
@@ -22,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
+import ssl
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -72,8 +76,9 @@ def wire(client: openai.AsyncOpenAI) -> Wire:
     seconds = _seconds(client.timeout)
     # No cookies kept between calls (the SDK keeps none either); no limit on connections
     # (the model's endpoint limit is agentlab.llm.gate's).
-    session = aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar(),
-                                    connector=aiohttp.TCPConnector(limit=0))
+    session = aiohttp.ClientSession(
+        cookie_jar=aiohttp.DummyCookieJar(),
+        connector=aiohttp.TCPConnector(limit=0, ssl=_ssl_context()))
     _closed_with(asyncio.get_running_loop(), session)
     try:  # a proxy from the environment, as httpx's client finds one: read once, not per call
         proxy, proxy_auth = aiohttp.helpers.get_env_proxy_for_url(target)
@@ -85,6 +90,13 @@ def wire(client: openai.AsyncOpenAI) -> Wire:
         aiohttp.ClientTimeout(total=None, sock_connect=seconds, sock_read=seconds),
         httpx.Request("POST", url), proxy, proxy_auth)
     return made
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """The certificates the SDK's httpx client trusts (certifi's, or SSL_CERT_FILE /
+    SSL_CERT_DIR): an https endpoint is verified as it was before. Made once (~10 ms)."""
+    return httpx.create_ssl_context()
 
 
 def _seconds(timeout: Any) -> float | None:
@@ -145,8 +157,10 @@ def _as_httpx(exc: BaseException, request: httpx.Request) -> httpx.HTTPError:
         return httpx.ConnectTimeout(text, request=request)
     if isinstance(exc, TimeoutError):
         return httpx.ReadTimeout(text, request=request)
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return httpx.ConnectError(text, request=request)
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return httpx.ConnectError(str(exc.certificate_error), request=request)
+    if isinstance(exc, aiohttp.ClientConnectorError):  # its words, less the SSL context's repr
+        return httpx.ConnectError(f"{exc.host}:{exc.port}: {exc.os_error}", request=request)
     if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
         return httpx.RemoteProtocolError(text, request=request)
     if isinstance(exc, aiohttp.ClientOSError):
