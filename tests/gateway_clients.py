@@ -186,3 +186,14 @@ def agent_in_session(live_url: str, user, fake_llm, debug: dict) -> tuple[Thread
     agent = ThreadAgent(over_http(live_url, token, f"/gateway/s/{session}/v1"))
     agent.start()
     return agent, token, session
+
+
+async def written() -> None:
+    """Every step the gateway has answered for, written: a finished step's row goes to the
+    recorder once its reply is out (agentlab/gateway/later.py), so a test that reads the rows
+    right after a reply waits for this first."""
+    from agentlab.gateway.sessions import TABLE
+
+    for session in list(TABLE.sessions.values()):
+        await session.later.drain()
+        await session.recorder.durable()

@@ -28,6 +28,7 @@ from tests.gateway_clients import (
     paused_run,
     scripted_profile,
     weather_agent,
+    written,
 )
 from traces.models import Run
 
@@ -408,6 +409,7 @@ async def test_calls_and_results_written_out_as_smolagents_does_are_one_run_with
         user, token, profile, fake_llm, ended):
     fake_llm.script(CALL, answer("sunny"))
     assert await smolagents_loop(in_process(token)) == "In Paris it is sunny."
+    await written()
     run = await Run.objects.aget(user=user)  # one run, grouped by the conversation
     assert [s[1:3] for s in await sync_to_async(steps_of)(run.pk)] == [
         ("llm", "scripted-model"), ("tool", "get_weather"), ("llm", "scripted-model")]

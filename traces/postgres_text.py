@@ -51,10 +51,12 @@ def _json_dumper(base: type) -> type:
     return NulFreeJson
 
 
-_DUMPERS = [(str, _str_dumper(string.StrDumperUnknown)),  # what psycopg registers for str
-            (str, _str_dumper(string.StrBinaryDumper)),
-            (json.Jsonb, _json_dumper(json.JsonbDumper)),
-            (json.Jsonb, _json_dumper(json.JsonbBinaryDumper))]
+# What psycopg registers for these types, in its order: the text dumper last, so that it is
+# also the one for PyFormat.AUTO, as by default.
+_DUMPERS = [(str, _str_dumper(string.StrBinaryDumper)),
+            (str, _str_dumper(string.StrDumperUnknown)),
+            (json.Jsonb, _json_dumper(json.JsonbBinaryDumper)),
+            (json.Jsonb, _json_dumper(json.JsonbDumper))]
 
 
 def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:

@@ -74,3 +74,11 @@ class Later:
             except Exception:  # the recorder keeps what was lost for the run's status
                 log.exception("gateway run %s: recording step %s failed", self.run_id,
                               step.seq)
+
+    async def drain(self) -> None:
+        """`flush`, and wait for the recordings already under way (a step popped by a flush
+        task of its own may still be on its way to the recorder): before the run's status."""
+        await self.flush()
+        current = asyncio.current_task()
+        if others := [task for task in self._tasks if task is not current]:
+            await asyncio.gather(*others, return_exceptions=True)

@@ -301,7 +301,7 @@ class Session:
         if self.ended:
             return
         self.ended = True
-        await self.later.flush()  # a reply still being sent: its step before the status
+        await self.later.drain()  # a reply still being sent: its step before the status
         status = status or ("failed" if self.last_error else "succeeded")
         error = error or (self.last_error if status == "failed" else "")
         if status == "succeeded" and self.last_text:

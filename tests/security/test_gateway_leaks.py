@@ -18,7 +18,7 @@ from agentlab.gateway.sessions import TABLE
 from agentlab.models import Agent, Guardrail
 from agentlab.tokens.models import create_token
 from tests.fake_openai import Fail, Reply
-from tests.gateway_clients import in_process, open_session, scripted_profile
+from tests.gateway_clients import in_process, open_session, scripted_profile, written
 from tests.sockets import connect, frames_until
 from tests.waiting import await_until
 from traces.models import Run, Step
@@ -124,6 +124,7 @@ async def test_a_held_call_that_timed_out_is_recorded_redacted(user, token, prof
         key = (await open_session(token, debug={"break_tools": ["send_mail"]}))["session"]
         with pytest.raises(openai.InternalServerError, match="held at a breakpoint"):
             await mailer(in_process(token, f"/gateway/s/{key}/v1"), "scripted")
+    await written()  # the held step's row goes after the 504
     run = await Run.objects.aget(user=user)
     tool = await Step.objects.aget(run=run, kind="tool")
     assert tool.status == "error" and tool.input == {"to": "[redacted: email]"}
