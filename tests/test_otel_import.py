@@ -178,4 +178,3 @@ def test_hostile_names_and_values_stay_text_on_the_run_page(client, user):
     for hostile in ("<script>alert(1)", "<img src=x", "<b>bold", "<iframe src"):
         assert hostile not in page
     assert "&lt;img src=x onerror=alert(2)&gt;" in page and "&lt;b&gt;bold" in page
-

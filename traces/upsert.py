@@ -117,18 +117,18 @@ def _preparers() -> list[Any]:
     out: list[Any] = []
     # The connection's operations looked up once, not per value: `connection` is a proxy
     # to this thread's connection (~1 µs a look-up, ten values a row).
-    ops = connection.ops
-    adapt_date, adapt_json = ops.adapt_datetimefield_value, ops.adapt_json_value
+    adapt_date = connection.ops.adapt_datetimefield_value
     for f in FIELDS:
         if f.name == "run":
             out.append(lambda run_id, _r: run_id)
         elif f.name == "started_at":  # aware: what the field's own preparation comes to
             out.append(lambda _id, r: adapt_date(datetime.fromtimestamp(r.started_at, tz=UTC)))
         elif f.name == "meta":
-            out.append(lambda _id, r, e=f.encoder: adapt_json(r.meta or {}, e))
+            to_json = json_values(f)
+            out.append(lambda _id, r, j=to_json: j(r.meta or {}))
         elif f.get_internal_type() == "JSONField":
-            out.append(lambda _id, r, name=f.name, e=f.encoder: _json_or_null(
-                adapt_json, getattr(r, name), e))
+            to_json = json_values(f)
+            out.append(lambda _id, r, name=f.name, j=to_json: j(getattr(r, name)))
         else:
             out.append(lambda _id, r, name=f.name: getattr(r, name))
     return out
@@ -139,11 +139,7 @@ def json_values(field: Any) -> Any:
     without the field's layers of preparation (a few µs a value, for thousands of values a
     request), the connection's operations looked up once."""
     adapt, encoder = connection.ops.adapt_json_value, field.encoder
-    return lambda value: _json_or_null(adapt, value, encoder)
-
-
-def _json_or_null(adapt: Any, value: Any, encoder: Any) -> Any:
-    return None if value is None else adapt(value, encoder)
+    return lambda value: None if value is None else adapt(value, encoder)
 
 
 _RUN_AT = next(i for i, f in enumerate(FIELDS) if f.name == "run")

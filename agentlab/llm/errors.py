@@ -137,23 +137,24 @@ def _error_type(body: Any) -> str:
     return str(err.get("type") or "") if isinstance(err, dict) else ""
 
 
-_UNTRUSTED = "its TLS certificate is not trusted here"
+_RUNNING = "is the server running?"
 
 
-def _connection_reason(exc: openai.APIConnectionError) -> str:
-    """The transport's own words (httpx2 under openai 3.x) in plain terms."""
+def _connection_reason(exc: openai.APIConnectionError) -> tuple[str, str]:
+    """The transport's own words (httpx2 under openai 3.x) in plain terms, and what to do."""
     cause = exc.__cause__
     name = type(cause).__name__ if cause else ""
     if name == "ConnectError":
         detail = str(cause).lower()
         if "certificate" in detail:
-            return f"{_UNTRUSTED} ({cause})"
+            return (f"its TLS certificate is not trusted here ({cause})",
+                    "SSL_CERT_FILE may name a file of the certificates to trust")
         if "name" in detail or "resolv" in detail or "nodename" in detail:
-            return f"host name not resolved ({cause})"
-        return "connection refused"
+            return f"host name not resolved ({cause})", _RUNNING
+        return "connection refused", _RUNNING
     if name in ("RemoteProtocolError", "ReadError", "WriteError"):
-        return f"connection dropped ({cause})"
-    return f"connection failed ({cause or exc})"
+        return f"connection dropped ({cause})", _RUNNING
+    return f"connection failed ({cause or exc})", _RUNNING
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
@@ -190,9 +191,7 @@ def _translate(exc: Exception, *, profile: str, base_url: str, model: str, key_e
     if isinstance(exc, openai.APITimeoutError):
         return LLMTimeout(f"no answer within {timeout_s:g} s {where}", **kw)
     if isinstance(exc, openai.APIConnectionError):
-        reason = _connection_reason(exc)
-        hint = ("SSL_CERT_FILE may name a file of the certificates to trust"
-                if reason.startswith(_UNTRUSTED) else "is the server running?")
+        reason, hint = _connection_reason(exc)
         return EndpointUnreachable(
             f"cannot reach {base_url} (profile {profile!r}): {reason} — {hint}", **kw)
     if isinstance(exc, openai.APIStatusError):

@@ -74,8 +74,12 @@ class ClientPool:
         loop = asyncio.get_running_loop()
         client = self._loops.get(loop, {}).pop((base_url, key, timeout_s), None)
         if client is not None:
-            loop.call_later(timeout_s + 1, lambda: loop.create_task(client.close()))
-            wire.close_later(client, timeout_s + 1)
+            loop.call_later(timeout_s + 1, lambda: loop.create_task(_close(client)))
+
+
+async def _close(client: openai.AsyncOpenAI) -> None:
+    await wire.close(client)
+    await client.close()
 
 
 POOL = ClientPool()

@@ -118,8 +118,8 @@ async def post(client: openai.AsyncOpenAI, body: bytes, *, stream: bool) -> http
         raise _as_httpx(exc, w.request) from exc
     headers = [(k, v) for k, v in response.raw_headers if k.lower() not in _WIRE_ONLY]
     if stream and response.status < 400:
-        return httpx.Response(response.status, headers=headers, stream=_Body(response, w),
-                              request=w.request)
+        return httpx.Response(response.status, headers=headers,
+                              stream=_Body(response, w.request), request=w.request)
     try:
         content = await response.read()
     except (aiohttp.ClientError, TimeoutError) as exc:
@@ -136,15 +136,15 @@ async def post(client: openai.AsyncOpenAI, body: bytes, *, stream: bool) -> http
 class _Body(httpx.AsyncByteStream):
     """A streamed reply's body, as aiohttp reads it."""
 
-    def __init__(self, response: aiohttp.ClientResponse, w: Wire) -> None:
-        self.response, self.wire = response, w
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
+        self.response, self.request = response, request
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self.response.content.iter_any():
                 yield chunk
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise _as_httpx(exc, self.wire.request) from exc
+            raise _as_httpx(exc, self.request) from exc
 
     async def aclose(self) -> None:
         self.response.release()
@@ -168,17 +168,11 @@ def _as_httpx(exc: BaseException, request: httpx.Request) -> httpx.HTTPError:
     return httpx.TransportError(text, request=request)
 
 
-def close_later(client: openai.AsyncOpenAI, delay_s: float) -> None:
-    """Close the client's session after `delay_s` (calls still reading from it time out
-    first)."""
+async def close(client: openai.AsyncOpenAI) -> None:
+    """Close the client's session (with the client: agentlab.llm.transport.ClientPool.drop)."""
     if (made := _WIRES.pop(client, None)) is not None:
-        loop = asyncio.get_running_loop()
-        loop.call_later(delay_s, lambda: loop.create_task(_close(loop, made.session)))
-
-
-async def _close(loop: asyncio.AbstractEventLoop, session: aiohttp.ClientSession) -> None:
-    getattr(loop, _ATTRIBUTE, set()).discard(session)
-    await session.close()
+        getattr(asyncio.get_running_loop(), _ATTRIBUTE, set()).discard(made.session)
+        await made.session.close()
 
 
 _ATTRIBUTE = "_agentlab_model_sessions"  # on the loop: the sessions it closes at shutdown

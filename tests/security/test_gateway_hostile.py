@@ -22,7 +22,15 @@ from agentlab.gateway.models import GatewaySession
 from agentlab.receiver.ratelimit import RateLimiter
 from agentlab.tokens.models import create_token
 from tests.fake_openai import Reply
-from tests.gateway_clients import APP, CALL, answer, in_process, open_session, weather_agent
+from tests.gateway_clients import (
+    APP,
+    CALL,
+    answer,
+    in_process,
+    open_session,
+    weather_agent,
+    written,
+)
 from tests.waiting import await_until
 from traces import access
 from traces.models import Run, Step
@@ -93,16 +101,6 @@ async def steps(run_id: int) -> list[tuple[int, str, str]]:
             .order_by("seq")]
 
 
-async def recorded(run_id: int, count: int) -> list[tuple[int, str, str]]:
-    """The run's `count` steps once each is written finished: a finished row reaches the
-    database after the reply that it records has gone out (agentlab.gateway.later)."""
-    async def finished():
-        rows = await steps(run_id)
-        return rows if len(rows) == count and all(s != "running" for *_, s in rows) else None
-
-    return await await_until(finished, timeout=10)
-
-
 # -- tokens ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("method,path,body", ENDPOINTS, ids=[f"{m} {p}" for m, p, _ in ENDPOINTS])
@@ -151,7 +149,8 @@ async def test_another_accounts_session_key_reads_as_unknown_and_adds_nothing(
     key = (await open_session(alice, name="weather.py"))["session"]
     await weather_agent(session_client(alice, key), "sunny")
     theirs = await run_of(user)
-    before = await recorded(theirs.pk, 3)
+    await written()  # a reply's step is written after the reply
+    before = await steps(theirs.pk)
     fake_llm.script(answer("mine now"))
     for intruder in (other_user, staff):  # a session is its owner's alone, staff included
         token = await token_of(intruder)
@@ -202,7 +201,8 @@ async def test_the_same_conversation_or_trace_from_another_account_is_a_run_of_i
         model="scripted", messages=[{"role": "user", "content": "plan"}],
         extra_headers={"traceparent": trace})
     theirs = [r.pk async for r in Run.objects.filter(user=user).order_by("pk")]
-    before = {pk: await recorded(pk, count) for pk, count in zip(theirs, (3, 1), strict=True)}
+    await written()
+    before = {pk: await steps(pk) for pk in theirs}
     # Bob replays alice's conversation word for word, her tool call ids included: it
     # continues her turn keys, so it would land in her run were the index not per account.
     fake_llm.script(answer("bob's"), answer("bob's traced"))
@@ -523,8 +523,8 @@ async def test_a_hold_past_the_clients_patience_is_a_504_it_does_not_retry(user,
     assert "AGENTLAB_GATEWAY_HOLD_S" in raised.value.message
     assert not fake_llm.requests  # nothing reached the model, and the SDK asked once
     run = await run_of(user)
-    assert [(kind, status) for _seq, kind, status in await recorded(run.pk, 1)] == [
-        ("llm", "error")]
+    await written()  # the held step's row goes after the 504
+    assert [(kind, status) for _seq, kind, status in await steps(run.pk)] == [("llm", "error")]
 
 
 async def test_sessions_open_at_once_are_counted_per_account_before_one_is_made(
