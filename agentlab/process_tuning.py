@@ -14,6 +14,9 @@
   forms): ~0.17 ms of CPU a request here, a fifth of daphne's own cost per request, for the
   same one or two values an agent's client sends on every call. The same function, its
   answers kept for the last few distinct values (what it returns for a value never changes).
+- **The TLS trust store.** Loading it takes 30–170 ms of CPU here; the model clients share the
+  process's one context (agentlab.llm.wire.ssl_context), loaded at start-up rather than on the
+  event loop under the first model call.
 """
 
 from __future__ import annotations
@@ -21,12 +24,20 @@ from __future__ import annotations
 import functools
 import gc
 
+from agentlab.llm.wire import ssl_context
+
 CACHED_TYPES = 64  # distinct Content-Type values remembered (each a short bytes key)
 
 
 def tune_web_process() -> None:
     """Call once the application is loaded (agentlab/asgi.py). Idempotent."""
     cache_content_type_parsing()
+    tune_worker_process()
+
+
+def tune_worker_process() -> None:
+    """What a process that runs agents needs (`manage.py worker`, and the web process)."""
+    ssl_context()
     freeze_loaded_objects()
 
 

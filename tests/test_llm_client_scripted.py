@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import ssl
 import time
 
 import pytest
@@ -657,16 +658,36 @@ async def test_an_https_endpoint_is_trusted_as_the_sdks_own_client_would_trust_i
 
     base_url, cert = https_model
     profile = ProfileConfig(name="tls", base_url=base_url, model="m", retries=0)
-    wire._ssl_context.cache_clear()
+    wire.ssl_context.cache_clear()
     with pytest.raises(EndpointUnreachable, match="TLS certificate is not trusted") as info:
         await OpenAIChatModel(profile).chat(HELLO)
     assert "certificate verify failed" in str(info.value) and "SSL_CERT_FILE" in str(info.value)
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-    wire._ssl_context.cache_clear()
+    wire.ssl_context.cache_clear()
     try:
         assert (await OpenAIChatModel(profile).chat(HELLO)).text == "over TLS"
     finally:
-        wire._ssl_context.cache_clear()
+        wire.ssl_context.cache_clear()
+
+
+async def test_a_new_model_client_loads_no_certificates(fake_llm, fake_profile, monkeypatch):
+    """Loading a trust store takes 30–170 ms of CPU on the event loop, and every call in
+    flight there waits for it: the process's one TLS context serves each client made (a
+    model's first call, and each after a connection error), the SDK's httpx client's too."""
+    from agentlab.llm import wire
+
+    wire.ssl_context()  # the process's own, made once (at start-up in a server: asgi.py)
+    loaded = []
+    load = ssl.SSLContext.load_verify_locations
+
+    def counted(self, *args, **kwargs):
+        loaded.append(args or kwargs)
+        return load(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    fake_llm.script(Reply(text="no stall"))
+    assert (await OpenAIChatModel(fake_profile).chat(HELLO)).text == "no stall"
+    assert loaded == []
 
 
 async def test_a_login_in_the_base_url_is_sent_as_basic_auth(fake_llm, fake_profile):

@@ -64,8 +64,10 @@ class ClientPool:
         if (client := clients.get(slot)) is None:
             # Never the SDK's own OPENAI_API_KEY lookup: a local endpoint must not receive a
             # key meant for another service. max_retries=0: retries are ours, so counted.
-            client = clients[slot] = openai.AsyncOpenAI(base_url=base_url, api_key=key,
-                                                        timeout=timeout_s, max_retries=0)
+            # The process's one TLS context (wire.ssl_context), not one loaded per client.
+            client = clients[slot] = openai.AsyncOpenAI(
+                base_url=base_url, api_key=key, timeout=timeout_s, max_retries=0,
+                http_client=openai.DefaultAsyncHttpxClient(verify=wire.ssl_context()))
         return client
 
     def drop(self, base_url: str, key: str, timeout_s: float) -> None:

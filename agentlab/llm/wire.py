@@ -78,7 +78,7 @@ def wire(client: openai.AsyncOpenAI) -> Wire:
     # (the model's endpoint limit is agentlab.llm.gate's).
     session = aiohttp.ClientSession(
         cookie_jar=aiohttp.DummyCookieJar(),
-        connector=aiohttp.TCPConnector(limit=0, ssl=_ssl_context()))
+        connector=aiohttp.TCPConnector(limit=0, ssl=ssl_context()))
     _closed_with(asyncio.get_running_loop(), session)
     try:  # a proxy from the environment, as httpx's client finds one: read once, not per call
         proxy, proxy_auth = aiohttp.helpers.get_env_proxy_for_url(target)
@@ -93,9 +93,13 @@ def wire(client: openai.AsyncOpenAI) -> Wire:
 
 
 @functools.cache
-def _ssl_context() -> ssl.SSLContext:
+def ssl_context() -> ssl.SSLContext:
     """The certificates the SDK's httpx client trusts (certifi's, or SSL_CERT_FILE /
-    SSL_CERT_DIR): an https endpoint is verified as it was before. Made once (~10 ms)."""
+    SSL_CERT_DIR), made once per process and shared by every client's aiohttp session and
+    httpx client (agentlab.llm.transport.ClientPool): loading them takes 30–170 ms of CPU
+    here, and the SDK's own client loaded them again for each client it made, on the event
+    loop — every call in flight stalled whenever a model's client was made (its first call,
+    and again after each connection error)."""
     return httpx.create_ssl_context()
 
 

@@ -36,9 +36,9 @@ class Command(BaseCommand):
         from agentlab.monitors.background import ensure_running
 
         ensure_running()  # live scorers pass where runs execute (docs/FEEDBACK.md)
-        from agentlab.process_tuning import freeze_loaded_objects
+        from agentlab.process_tuning import tune_worker_process
 
-        freeze_loaded_objects()  # full collections walk only what the runs make
+        tune_worker_process()  # the TLS trust store loaded; collections walk only the runs
         self.stdout.write(f"worker: up to {concurrency} runs at once; takeover after "
                           f"{settings.AGENTLAB_TAKEOVER_S} s of silence; SIGTERM finishes "
                           f"the runs held (at most {settings.AGENTLAB_WORKER_GRACE_S} s)")
