@@ -27,6 +27,7 @@ from tests.receiver_client import post_traces
 from tests.sockets import connect, frames_until, is_type, synced
 from traces.models import Run
 from traces.otel.decode import traces
+from traces.otel.importer import draft
 from traces.otel.steps import run_from_trace
 
 PROTOBUF = "application/x-protobuf"
@@ -100,6 +101,86 @@ async def test_an_exporters_retry_changes_nothing(user, token):
     await send(token, encoded(spans))
     run = await Run.objects.aget(pk=run.pk)
     assert run.status == "succeeded" and run.step_count == 3 and run.llm_calls == 2
+
+
+async def test_a_trace_that_comes_whole_is_a_finished_run_at_once_beside_an_open_one(
+        user, token):
+    """One request holding a whole trace (and another trace's first spans): right after it,
+    the whole one's run is finished as the import of its spans makes it, and its trace is
+    done; the open one is running with its live steps. A retry changes nothing."""
+    spans = AgentTrace().whole()
+    opening = AgentTrace(service="other-app")
+    opening.start()
+    opening.llm_asks_tool()
+    body = encoded(spans + opening.ended)
+    assert (await send(token, body)).status_code == 200
+    trace_id = spans[0].context.trace_id.to_bytes(16).hex()
+    got = await Run.objects.aget(received__trace_id=trace_id)
+    assert (got.status, got.input, got.final_answer, got.error) == (
+        "succeeded", "Weather in Paris?", "It is sunny in Paris.", "")
+    assert (got.step_count, got.llm_calls, got.tool_calls, got.tokens_in, got.tokens_out) == (
+        3, 2, 1, 60, 13)
+    want, _steps = draft(trace_id, traces(encoded(spans))[trace_id])
+    for name in ("agent_name", "started_at", "finished_at", "wall_ms", "cost_usd"):
+        assert getattr(got, name) == want[name], name
+    assert got.agent_snapshot["imported_from"]["received"] is True
+    assert await sync_to_async(steps_of)(got) == [
+        (s.seq, s.parent, s.kind, s.name, s.status) for s in _steps]
+    trace = await ReceivedTrace.objects.aget(run=got)
+    assert (trace.done, trace.spans, trace.next_seq) == (True, 4, 5)
+    assert trace.root_span_id == f"{spans[-1].context.span_id:016x}"
+    other = await Run.objects.aget(agent_name="other-app")
+    assert (other.status, other.step_count, other.llm_calls) == ("running", 2, 1)
+
+    await send(token, body)  # an exporter's retry
+    assert await sync_to_async(store.close_quiet)(timezone.now() + timedelta(seconds=301))
+    again = await Run.objects.aget(pk=got.pk)
+    assert (again.status, again.final_answer, again.step_count, again.finished_at) == (
+        "succeeded", got.final_answer, 3, got.finished_at)
+    assert await Run.objects.acount() == 2
+
+
+def test_a_trace_that_comes_whole_writes_its_run_and_trace_rows_once(user):
+    """Its run and its trace's row are inserted as they end: no UPDATE of either after."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        store.receive(user, "", traces(encoded(AgentTrace().whole())))
+    tables = {Run._meta.db_table: 0, ReceivedTrace._meta.db_table: 0}
+    for query in queries.captured_queries:
+        for table, n in tables.items():
+            sql = query["sql"].upper()
+            if f'UPDATE "{table.upper()}"' in sql:
+                raise AssertionError(f"{table} updated: {query['sql'][:200]}")
+            tables[table] = n + sql.startswith(f'INSERT INTO "{table.upper()}"')
+    assert tables == {Run._meta.db_table: 1, ReceivedTrace._meta.db_table: 1}
+    run = Run.objects.get()
+    assert (run.status, run.step_count, run.received.done) == ("succeeded", 3, True)
+
+
+async def test_a_whole_trace_made_meanwhile_by_another_request_is_taken_as_stored(
+        user, token, monkeypatch):
+    """Another process made the trace between this request's look-up and its insert (the
+    look-up missed it here): what was read of it before the insert is dropped, and the spans
+    are taken into the stored trace, once each, its run read whole."""
+    from agentlab.receiver import rows
+
+    spans = AgentTrace().whole()
+    await send(token, encoded(spans[:2]))  # the trace made, open
+    looked_up = rows.batched
+
+    def miss_once(items, n):
+        monkeypatch.setattr(rows, "batched", looked_up)
+        return iter(())
+
+    monkeypatch.setattr(rows, "batched", miss_once)
+    body = ExportTraceServiceResponse.FromString((await send(token, encoded(spans))).content)
+    assert rows.batched is looked_up and body.partial_success.rejected_spans == 0
+    run = await Run.objects.aget()
+    assert (run.status, run.step_count, run.llm_calls, run.final_answer) == (
+        "succeeded", 3, 2, "It is sunny in Paris.")
+    assert await ReceivedSpan.objects.filter(data__isnull=False).acount() == 4
 
 
 async def test_watchers_see_each_span_as_it_is_stored_and_the_end(user, token):

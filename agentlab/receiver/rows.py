@@ -1,10 +1,12 @@
 """The rows of a request's traces (called by agentlab/receiver/store.py, inside its
-transaction): each trace opened or found, locked, with its run; the stored spans the request
-names; new span rows written a statement at a time."""
+transaction): each trace opened or found, locked, with its run (a new one's inserted after the
+store has seen it unsaved: one that came whole is inserted as it ends); the stored spans the
+request names; new span rows written a statement at a time."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import batched
@@ -17,10 +19,13 @@ from django.utils import timezone
 
 from agentlab.receiver.models import ReceivedSpan, ReceivedTrace
 from agentlab.runs.start import received_runs
+from traces.models import Run
 from traces.otel.decode import Span
 from traces.upsert import insert_rows, json_values
 
 IN_CHUNK = 500  # ids per IN (…) query, well under SQLite's bound-variable limit
+# What the store does with a new trace (its run at `trace.run`), neither saved yet.
+Ready = Callable[[ReceivedTrace, list[Span]], None]
 
 
 def is_root(span: Span) -> bool:
@@ -28,9 +33,10 @@ def is_root(span: Span) -> bool:
 
 
 def opened(user: Any, project: str, wanted: dict[str, list[Span]],
-            receipt: Any) -> dict[str, ReceivedTrace]:
+           receipt: Any, ready: Ready) -> dict[str, ReceivedTrace]:
     """The request's traces by id, locked for this transaction; the new ones made with their
-    runs (none past the user's limit of open traces)."""
+    runs (none past the user's limit of open traces), each given to `ready` before its rows
+    are inserted."""
     found: dict[str, ReceivedTrace] = {}
     for chunk in batched(wanted, IN_CHUNK):
         for trace in ReceivedTrace.objects.select_for_update().filter(user=user,
@@ -53,12 +59,12 @@ def opened(user: Any, project: str, wanted: dict[str, list[Span]],
             open_now += 1
     try:
         with transaction.atomic():  # a savepoint: another request may make one first
-            found |= _make(user, project, {t: wanted[t] for t in new})
+            found |= _make(user, project, {t: wanted[t] for t in new}, ready)
     except IntegrityError:  # then one at a time, each taking the one made meanwhile
         for trace_id in new:
             try:
                 with transaction.atomic():
-                    found |= _make(user, project, {trace_id: wanted[trace_id]})
+                    found |= _make(user, project, {trace_id: wanted[trace_id]}, ready)
             except IntegrityError:
                 trace = ReceivedTrace.objects.select_for_update().get(user=user,
                                                                       trace_id=trace_id)
@@ -67,7 +73,8 @@ def opened(user: Any, project: str, wanted: dict[str, list[Span]],
     return found
 
 
-def _make(user: Any, project: str, wanted: dict[str, list[Span]]) -> dict[str, ReceivedTrace]:
+def _make(user: Any, project: str, wanted: dict[str, list[Span]],
+          ready: Ready) -> dict[str, ReceivedTrace]:
     fields, projects = [], []
     for trace_id, spans in wanted.items():
         first = min(spans, key=lambda s: s.start_ns)
@@ -83,12 +90,15 @@ def _make(user: Any, project: str, wanted: dict[str, list[Span]]) -> dict[str, R
                 "project": projects[-1], "scope": first.scope}}})
     runs = received_runs(user, fields)
     now = timezone.now()
-    made = insert_rows(ReceivedTrace, [
-        ReceivedTrace(run=run, user=user, trace_id=trace_id, project=p, last_span_at=now)
-        for run, trace_id, p in zip(runs, wanted, projects, strict=True)])
+    made = [ReceivedTrace(run=run, user=user, trace_id=trace_id, project=p, last_span_at=now)
+            for run, trace_id, p in zip(runs, wanted, projects, strict=True)]
     for trace in made:
         trace.fresh = True
-    return {t.trace_id: t for t in made}
+        ready(trace, wanted[trace.trace_id])  # may set the run's and the trace's last fields
+    insert_rows(Run, runs)
+    for trace, run in zip(made, runs, strict=True):
+        trace.run = run  # its id, now that it has one
+    return {t.trace_id: t for t in insert_rows(ReceivedTrace, made)}
 
 
 def stored_rows(traces: dict[str, ReceivedTrace],

@@ -11,8 +11,9 @@ Seqs are given in order of arrival. When the root span arrives (or the trace goe
 A request's traces (or a piece of a big request's: agentlab/receiver/chunks.py) are stored
 together — their rows looked up, made and written a statement for all of them, not a
 transaction each: a batch of 512 spans often holds a hundred small traces. A trace that
-comes whole in one request is read whole from the spans in hand (nobody
-can be watching a run that did not exist); one that was open gets its live steps written and
+comes whole in one request is read whole from the spans in hand (nobody can be watching a
+run that did not exist) before its run and its trace's row are inserted, so each is inserted
+as it ends, written once (`_read_first`). One that was open gets its live steps written and
 published first, and is read whole by `finish`, a second job on the writer thread, so the
 watchers see the last spans before the whole read.
 """
@@ -31,7 +32,7 @@ from django.utils import timezone
 
 from agentlab.receiver import held, rows
 from agentlab.receiver.models import ReceivedSpan, ReceivedTrace
-from agentlab.receiver.whole import Ending, Event, read_whole
+from agentlab.receiver.whole import Draft, Ending, Event, read_first, read_whole, write_read
 from traces import upsert
 from traces.bundle_values import bad_value
 from traces.models import Run
@@ -81,7 +82,8 @@ class _Batch:
     filled: list[rows.SpanRow] = field(default_factory=list)
     steps: list[tuple[int, StepRecord]] = field(default_factory=list)  # live (run id, step)
     new_steps: dict[int, int] = field(default_factory=dict)  # run id -> rows it adds
-    whole: list[Ending] = field(default_factory=list)
+    whole: list[Ending] = field(default_factory=list)  # came whole (`_read_first` takes them)
+    read: list[Draft] = field(default_factory=list)  # read whole before their rows' insert
 
 
 def receive(user: Any, project: str, groups: dict[str, list[Span]]) -> Receipt:
@@ -94,15 +96,20 @@ def receive(user: Any, project: str, groups: dict[str, list[Span]]) -> Receipt:
             _cut_long_values(span, receipt)
         wanted[trace_id.lower()] = spans
     with transaction.atomic():
-        traces = rows.opened(user, project, wanted, receipt)
+        traces = rows.opened(user, project, wanted, receipt, _read_first)
         stored = rows.stored_rows(traces, wanted)
         for trace_id, trace in traces.items():
-            _take(trace, wanted[trace_id], stored.get(trace.pk, {}), batch, receipt)
+            if (first := _first_read(trace)) is not None:
+                _add_read(trace, first, batch, receipt)
+                continue
+            known = stored.get(trace.pk, {})
+            _take(trace, _fresh(trace, wanted[trace_id], known, receipt), known, batch, receipt)
         batch.steps = _latest(batch.steps)
         _write(traces.values(), batch)
         for run_id, step in batch.steps:
             receipt.events.append((run_id, _step_event(step, arrived)))
-        receipt.events += read_whole(batch.whole)
+        # batch.whole: none, as `_read_first` took every new trace that came whole
+        receipt.events += read_whole(batch.whole) + write_read(batch.read)
     return receipt
 
 
@@ -142,11 +149,46 @@ def _cut_long_values(span: Span, receipt: Receipt) -> None:
                      "(AGENTLAB_RECEIVER_MAX_VALUE_CHARS)")
 
 
-def _take(trace: ReceivedTrace, spans: list[Span],
-          known: dict[str, rows.SpanRow],
-          batch: _Batch, receipt: Receipt) -> None:
-    """One trace's spans: new rows, live steps (an open trace), or its whole read (a trace
-    that came whole)."""
+@dataclass
+class _Read:
+    """A new trace that came whole, taken and read before its rows were inserted
+    (`_read_first`): its span rows (their trace's id to fill in), its run's read, and what
+    taking it refused (for the request's receipt, should the trace be the one inserted)."""
+
+    new_rows: list[rows.SpanRow]
+    draft: Draft
+    receipt: Receipt
+
+
+def _read_first(trace: ReceivedTrace, spans: list[Span]) -> None:
+    """A new trace, before its run and its row are inserted (rows.opened): if it came whole,
+    take it and read it whole now, so that both are inserted as they end, each written once.
+    Touches nothing but the unsaved trace and run (a retried insert makes them anew)."""
+    receipt = Receipt()
+    fresh = _fresh(trace, spans, {}, receipt)
+    if not any(rows.is_root(s) for s in fresh):
+        return  # open: its live steps need its run's id (taken once inserted)
+    batch = _Batch()
+    _take(trace, fresh, {}, batch, receipt)
+    trace.whole_read = _Read(batch.new_rows, read_first(batch.whole[0]), receipt)
+
+
+def _first_read(trace: ReceivedTrace) -> _Read | None:
+    return getattr(trace, "whole_read", None)  # set by `_read_first`, if at all
+
+
+def _add_read(trace: ReceivedTrace, read: _Read, batch: _Batch, receipt: Receipt) -> None:
+    """A trace read first, inserted since: its rows to write, in the request's batch."""
+    for row in read.new_rows:
+        row.trace_id = trace.pk
+    batch.new_rows += read.new_rows
+    batch.read.append(read.draft)
+    receipt.add(read.receipt)
+
+
+def _fresh(trace: ReceivedTrace, spans: list[Span], known: dict[str, rows.SpanRow],
+           receipt: Receipt) -> list[Span]:
+    """The trace's spans not stored yet, once each, as many as its run has room for."""
     fresh: list[Span] = []
     seen: set[str] = set()
     for span in spans:
@@ -161,6 +203,13 @@ def _take(trace: ReceivedTrace, spans: list[Span],
         receipt.refuse(len(fresh) - room, f"trace {trace.trace_id} holds the {most:,} spans "
                        "one run may have (AGENTLAB_RECEIVER_MAX_SPANS_PER_RUN)")
         fresh = fresh[:room]
+    return fresh
+
+
+def _take(trace: ReceivedTrace, fresh: list[Span], known: dict[str, rows.SpanRow],
+          batch: _Batch, receipt: Receipt) -> None:
+    """One trace's new spans (`_fresh`): new rows, live steps (an open trace), or its whole
+    read (a trace that came whole)."""
     if not fresh:
         return
     # A trace that came whole: no live steps (nobody can be watching a run that did not exist).
@@ -238,7 +287,7 @@ def _write(traces: Any, batch: _Batch) -> None:
     for chunk in batched(batch.steps, upsert.ROWS_PER_STATEMENT):
         upsert.execute(upsert.statements(chunk))
     _add_live_totals(batch)
-    upsert.update_rows(ReceivedTrace, list(traces),
+    upsert.update_rows(ReceivedTrace, [t for t in traces if _first_read(t) is None],
                        ["next_seq", "spans", "root_span_id", "last_span_at", "done"])
 
 

@@ -1,7 +1,8 @@
 """A received run read whole: its steps become exactly what the file import makes of the same
 spans (traces.otel.importer.draft: depth first, by start time; a root AGENT or CHAIN span is
 the run itself), with its question, answer, status and totals. Called on the writer thread,
-inside the transaction of the request that ended the trace (or of the quiet sweep)."""
+inside the transaction of the request that ended the trace (or of the quiet sweep); a trace
+that came whole in one request is read before its run is inserted (`read_first`)."""
 
 from __future__ import annotations
 
@@ -54,14 +55,36 @@ def read_whole(endings: list[Ending]) -> list[Event]:
     if unread := [d.run.pk for d in drafts if not d.steps]:
         counts |= dict(Step.objects.filter(run_id__in=unread).values("run_id")
                        .annotate(n=Count("pk")).values_list("run_id", "n"))
-    changed = []
     for d in drafts:
-        d.fields["step_count"] = counts.get(d.run.pk, 0)
-        for name, value in d.fields.items():
-            setattr(d.run, name, value)
-        changed.append(d.run)
+        _settle(d, counts.get(d.run.pk, 0))
     names = sorted({name for d in drafts for name in d.fields})
-    upsert.update_rows(Run, changed, names)
+    upsert.update_rows(Run, [d.run for d in drafts], names)
+    return _events(drafts)
+
+
+def read_first(ending: Ending) -> Draft:
+    """A trace that came whole, read before its run is inserted: the run (`ending.trace.run`,
+    not saved yet) given its final fields, so that it is inserted as it ends (no UPDATE after);
+    its steps written by `write_read` once it has its id."""
+    d = _draft(ending, ending.trace.run)
+    _settle(d, len(d.steps))  # a new run has no live steps: an unread one has none
+    return d
+
+
+def write_read(drafts: list[Draft]) -> list[Event]:
+    """The steps of runs read first (`read_first`), inserted since; their status events."""
+    if read := [d for d in drafts if d.steps]:
+        _write_steps(read)
+    return _events(drafts)
+
+
+def _settle(d: Draft, step_count: int) -> None:
+    d.fields["step_count"] = step_count
+    for name, value in d.fields.items():
+        setattr(d.run, name, value)
+
+
+def _events(drafts: list[Draft]) -> list[Event]:
     return [(d.run.pk, {"type": "run.status", "status": d.run.status, "detail": {
         "answer": d.run.final_answer, "error": d.run.error,
         "totals": {k: getattr(d.run, k) for k in RUN_TOTALS if hasattr(d.run, k)}}})
@@ -69,7 +92,9 @@ def read_whole(endings: list[Ending]) -> list[Event]:
 
 
 @dataclass
-class _Draft:
+class Draft:
+    """A run read whole: its fields (set on `run` once settled) and its steps."""
+
     run: Run
     fields: dict[str, Any]
     steps: list[StepRecord]
@@ -77,7 +102,7 @@ class _Draft:
     live: Mapping[str, StepRecord] | None = None  # its live rows' steps by span id, when held
 
 
-def _write_steps(drafts: list[_Draft]) -> None:
+def _write_steps(drafts: list[Draft]) -> None:
     """The drafts' steps as the runs' rows: a run whose live steps this process held has its
     rows moved to their new seqs in place (`_renumber`) and only the steps that differ
     written; any other run's rows are replaced."""
@@ -139,7 +164,7 @@ def _same(step: StepRecord, was: StepRecord) -> bool:
     return True
 
 
-def _draft(ending: Ending, run: Run) -> _Draft:
+def _draft(ending: Ending, run: Run) -> Draft:
     trace = ending.trace
     quiet = not trace.root_span_id
     spans, known = ending.spans, ending.steps
@@ -172,8 +197,8 @@ def _draft(ending: Ending, run: Run) -> _Draft:
                if quiet else "")
         fields["error"] = " ".join(filter(None, [why, error and
                                                  f"It could not be read whole: {error}"]))
-    return _Draft(run, fields, steps, existing=ending.spans is None,
-                  live=known if ending.spans is None else None)
+    return Draft(run, fields, steps, existing=ending.spans is None,
+                 live=known if ending.spans is None else None)
 
 
 def _stored_spans(trace: ReceivedTrace) -> list[Span]:

@@ -30,7 +30,6 @@ from agentlab.runs.room import RunLimit, ensure_room
 from agentlab.runs.snapshot import create_run, queued_run
 from traces.models import Run
 from traces.owners import RECEIVED, process_id
-from traces.upsert import insert_rows
 
 __all__ = ["RunLimit", "gateway_run", "received_runs", "reserve", "start_run", "start_runs"]
 
@@ -91,10 +90,10 @@ def received_runs(user: Any, fields: Sequence[Mapping[str, Any]]) -> list[Run]:
     """Runs that no process here executes: one per trace the OTLP receiver opens
     (agentlab.receiver), `running` from their first span, owned by RECEIVED (the start-up
     sweep leaves them to the receiver, which ends them), holding no place under the per-user
-    limit. `fields`: each run's agent_name, input, started_at and agent_snapshot. In one
-    statement: a request may open a thousand traces (traces.upsert.insert_rows)."""
-    return insert_rows(Run, [Run(user=user, agent=None, status="running", worker=RECEIVED, **f)
-                             for f in fields])
+    limit. `fields`: each run's agent_name, input, started_at and agent_snapshot. Not saved:
+    the receiver inserts them (one statement: a request may open a thousand traces), after
+    giving a trace that came whole its run's final fields, so that its row is written once."""
+    return [Run(user=user, agent=None, status="running", worker=RECEIVED, **f) for f in fields]
 
 
 
