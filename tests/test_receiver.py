@@ -446,6 +446,25 @@ async def test_traces_past_a_requests_limit_are_refused_as_a_partial_success(use
     assert await Run.objects.acount() == 1
 
 
+async def test_traces_past_the_open_limit_are_refused_and_whole_ones_still_come_in(
+        user, token, settings):
+    """A trace is open until its root span comes; a user may have so many open at once. One
+    that comes whole is never open, so it is taken even at the limit (and no count of the open
+    ones is asked for a request of whole traces only)."""
+    settings.AGENTLAB_RECEIVER_MAX_OPEN_TRACES = 1
+    first, second = AgentTrace(), AgentTrace()
+    for agent in (first, second):
+        agent.start()
+        agent.llm_asks_tool()
+    await send(token, encoded(first.ended))  # open: the one place
+    body = ExportTraceServiceResponse.FromString(
+        (await send(token, encoded(second.ended + AgentTrace().whole()))).content)
+    assert body.partial_success.rejected_spans == len(second.ended)
+    assert "AGENTLAB_RECEIVER_MAX_OPEN_TRACES" in body.partial_success.error_message
+    runs = [r async for r in Run.objects.order_by("pk")]
+    assert [r.status for r in runs] == ["running", "succeeded"]
+
+
 async def test_a_span_after_the_end_or_a_root_after_a_quiet_close_reads_the_run_again(
         user, token):
     agent = AgentTrace()

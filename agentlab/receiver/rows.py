@@ -47,10 +47,12 @@ def opened(user: Any, project: str, wanted: dict[str, list[Span]],
     if not new:
         return found
     limit = settings.AGENTLAB_RECEIVER_MAX_OPEN_TRACES
-    if limit:
+    # A trace that comes whole (its root in hand) is never open; count the others (none: no
+    # count asked for, as in an exporter's batches of finished small traces).
+    opening = [t for t in new if not any(is_root(s) for s in wanted[t])]
+    if limit and opening:
         open_now = ReceivedTrace.objects.filter(user=user, done=False).count()
-        # A trace that comes whole (its root in hand) is never open; count the others.
-        for trace_id in [t for t in new if not any(is_root(s) for s in wanted[t])]:
+        for trace_id in opening:
             if open_now >= limit:
                 new.remove(trace_id)
                 receipt.refuse(len(wanted[trace_id]), f"{limit:,} traces are open (no root "
