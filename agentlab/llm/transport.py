@@ -1,9 +1,10 @@
 """The wire under `OpenAIChatModel`: shared openai SDK clients, one completion, one stream.
 
 Two costs of the SDK are paid once instead of per call (measured in `manage.py bench_live`):
-- An `AsyncOpenAI` takes ~30 ms of CPU to build (its httpx client, SSL context). Every model of
-  every run on one event loop shares one client per (base URL, key, timeout), so its pooled
-  keep-alive connections are shared too.
+- An `AsyncOpenAI` took ~30 ms of CPU to build, most of it its own TLS context: now every client
+  has the process's one (`wire.ssl_context`), and every model of every run on one event loop
+  shares one client per (base URL, key, timeout), so its pooled keep-alive connections are
+  shared too.
 - `chat.completions.create` walks every message of the request through the SDK's TypedDict
   transform (~5 ms for a 20-message conversation, growing with it) to convert values our
   requests never hold: they are plain JSON already. The body is sent as it is, on aiohttp

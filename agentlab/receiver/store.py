@@ -82,7 +82,7 @@ class _Batch:
     filled: list[rows.SpanRow] = field(default_factory=list)
     steps: list[tuple[int, StepRecord]] = field(default_factory=list)  # live (run id, step)
     new_steps: dict[int, int] = field(default_factory=dict)  # run id -> rows it adds
-    whole: list[Ending] = field(default_factory=list)  # came whole (`_read_first` takes them)
+    whole: list[Ending] = field(default_factory=list)  # a new trace that came whole (`_take`)
     read: list[Draft] = field(default_factory=list)  # read whole before their rows' insert
 
 
@@ -108,8 +108,8 @@ def receive(user: Any, project: str, groups: dict[str, list[Span]]) -> Receipt:
         _write(traces.values(), batch)
         for run_id, step in batch.steps:
             receipt.events.append((run_id, _step_event(step, arrived)))
-        # batch.whole: none, as `_read_first` took every new trace that came whole
-        receipt.events += read_whole(batch.whole) + write_read(batch.read)
+        # Every new trace that came whole was read before its insert (`_read_first`).
+        receipt.events += write_read(batch.read)
     return receipt
 
 
@@ -164,10 +164,12 @@ def _read_first(trace: ReceivedTrace, spans: list[Span]) -> None:
     """A new trace, before its run and its row are inserted (rows.opened): if it came whole,
     take it and read it whole now, so that both are inserted as they end, each written once.
     Touches nothing but the unsaved trace and run (a retried insert makes them anew)."""
+    if not any(rows.is_root(s) for s in spans):
+        return  # open: its live steps need its run's id (taken once inserted)
     receipt = Receipt()
     fresh = _fresh(trace, spans, {}, receipt)
     if not any(rows.is_root(s) for s in fresh):
-        return  # open: its live steps need its run's id (taken once inserted)
+        return  # its root past the run's room for spans: open too
     batch = _Batch()
     _take(trace, fresh, {}, batch, receipt)
     trace.whole_read = _Read(batch.new_rows, read_first(batch.whole[0]), receipt)

@@ -43,9 +43,7 @@ def read_whole(endings: list[Ending]) -> list[Event]:
     """Each ending trace's run, read whole (see the module's docstring); their status events."""
     if not endings:
         return []
-    # A trace that came whole has the run it just made at hand: no need to read it again.
-    runs = {e.trace.run_id: e.trace.run for e in endings if ReceivedTrace.run.is_cached(e.trace)}
-    runs |= Run.objects.in_bulk([e.trace.run_id for e in endings if e.trace.run_id not in runs])
+    runs = Run.objects.in_bulk([e.trace.run_id for e in endings])
     drafts = [_draft(e, runs[e.trace.run_id]) for e in endings]
     read = [d for d in drafts if d.steps]
     if read:
